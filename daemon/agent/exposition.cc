@@ -1,0 +1,151 @@
+#include "daemon/agent/exposition.h"
+
+#include <map>
+#include <utility>
+
+#include "daemon/agent/metric_catalog.h"
+#include "prometheus/client_metric.h"
+
+namespace ringside::daemon {
+namespace {
+
+using collectors::InfoRecord;
+using collectors::SeriesDef;
+using collectors::ValueStatus;
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+
+// Families in catalog order, created on first use.
+class FamilySet {
+ public:
+  MetricFamily& Get(const MetricSpec& spec) {
+    auto [it, inserted] = index_.try_emplace(spec.name, families_.size());
+    if (inserted) {
+      MetricFamily f;
+      f.name = std::string(spec.name);
+      f.help = std::string(spec.help);
+      f.type = spec.type == MetricType::kCounter ? prometheus::MetricType::Counter
+                                                 : prometheus::MetricType::Gauge;
+      families_.push_back(std::move(f));
+    }
+    return families_[it->second];
+  }
+  void Add(const MetricSpec& spec, std::vector<ClientMetric::Label> labels, double value) {
+    ClientMetric m;
+    m.label = std::move(labels);
+    if (spec.type == MetricType::kCounter) {
+      m.counter.value = value;
+    } else {
+      m.gauge.value = value;
+    }
+    Get(spec).metric.push_back(std::move(m));
+  }
+  std::vector<MetricFamily> Take() { return std::move(families_); }
+
+ private:
+  std::map<absl::string_view, size_t> index_;
+  std::vector<MetricFamily> families_;
+};
+
+struct PortRef {
+  std::string device;
+  std::string port;
+};
+
+}  // namespace
+
+std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const std::string& version) {
+  FamilySet out;
+  const std::string& node = snap.node;
+
+  // netdev ↔ RDMA port, from the netdev collector's info records.
+  std::map<std::string, PortRef> netdev_to_port;
+  std::map<std::pair<std::string, std::string>, std::string> port_to_netdev;
+  for (const collectors::CollectorSnapshot& cs : snap.collectors) {
+    if (!cs.table) continue;
+    for (const InfoRecord& info : cs.table->info) {
+      if (info.source != "netdev") continue;
+      auto dev = info.labels.find("rdma_device");
+      auto port = info.labels.find("rdma_port");
+      if (dev == info.labels.end() || port == info.labels.end()) continue;
+      netdev_to_port[info.device] = PortRef{dev->second, port->second};
+      port_to_netdev[{dev->second, port->second}] = info.device;
+    }
+  }
+
+  for (const collectors::CollectorSnapshot& cs : snap.collectors) {
+    if (!cs.table) continue;
+    const std::vector<SeriesDef>& defs = cs.table->defs;
+    for (size_t i = 0; i < defs.size() && i < cs.values.size(); ++i) {
+      if (cs.values[i].status != ValueStatus::kOk) continue;
+      const SeriesDef& def = defs[i];
+      const MetricSpec* spec = FindMetricSpec(def.source, def.counter);
+      if (spec == nullptr) continue;
+      std::vector<ClientMetric::Label> labels;
+      labels.push_back({"node", node});
+      if (def.source == "netdev") {
+        labels.push_back({"netdev", def.device});
+        if (auto it = netdev_to_port.find(def.device); it != netdev_to_port.end()) {
+          labels.push_back({"device", it->second.device});
+          labels.push_back({"port", it->second.port});
+        }
+      } else {
+        labels.push_back({"device", def.device});
+        if (!def.port.empty()) labels.push_back({"port", def.port});
+      }
+      if (spec->counter == "*") labels.push_back({"counter", def.counter});
+      out.Add(*spec, std::move(labels), static_cast<double>(cs.values[i].raw) * spec->scale);
+    }
+    for (const InfoRecord& info : cs.table->info) {
+      std::vector<ClientMetric::Label> labels{{"node", node}};
+      if (info.source == "infiniband_device") {
+        labels.push_back({"device", info.device});
+        for (const auto& [key, value] : info.labels) {
+          labels.push_back({key == "fw_ver" ? "firmware_version" : key, value});
+        }
+        out.Add(AgentFamily("ringside_ib_device_info"), std::move(labels), 1);
+      } else if (info.source == "infiniband_port") {
+        labels.push_back({"device", info.device});
+        labels.push_back({"port", info.port});
+        for (const auto& [key, value] : info.labels) labels.push_back({key, value});
+        if (auto it = port_to_netdev.find({info.device, info.port}); it != port_to_netdev.end()) {
+          labels.push_back({"netdev", it->second});
+        }
+        out.Add(AgentFamily("ringside_ib_port_info"), std::move(labels), 1);
+      } else if (info.source == "netdev") {
+        labels.push_back({"netdev", info.device});
+        if (auto it = netdev_to_port.find(info.device); it != netdev_to_port.end()) {
+          labels.push_back({"device", it->second.device});
+          labels.push_back({"port", it->second.port});
+        }
+        out.Add(AgentFamily("ringside_netdev_info"), std::move(labels), 1);
+      }
+    }
+  }
+
+  // The agent's own health.
+  out.Add(AgentFamily("ringside_agent_build_info"), {{"node", node}, {"version", version}}, 1);
+  out.Add(AgentFamily("ringside_agent_cycles_total"), {{"node", node}},
+          static_cast<double>(snap.cycle));
+  out.Add(AgentFamily("ringside_agent_cycle_overruns_total"), {{"node", node}},
+          static_cast<double>(snap.overruns_total));
+  out.Add(AgentFamily("ringside_agent_last_cycle_timestamp_seconds"), {{"node", node}},
+          absl::ToDoubleSeconds(snap.timestamp - absl::UnixEpoch()));
+  for (const CollectorHealth& h : snap.health) {
+    std::vector<ClientMetric::Label> labels{{"node", node}, {"collector", h.name}};
+    out.Add(AgentFamily("ringside_agent_collector_duration_seconds"), labels,
+            absl::ToDoubleSeconds(h.last_duration));
+    out.Add(AgentFamily("ringside_agent_collector_read_errors_total"), labels,
+            static_cast<double>(h.read_errors_total));
+    out.Add(AgentFamily("ringside_agent_collector_series"), labels, static_cast<double>(h.series));
+  }
+  return out.Take();
+}
+
+std::vector<MetricFamily> SnapshotCollectable::Collect() const {
+  std::shared_ptr<const AgentSnapshot> snap = sampler_->Latest();
+  if (!snap) return {};
+  return SnapshotToFamilies(*snap, version_);
+}
+
+}  // namespace ringside::daemon

@@ -1,0 +1,35 @@
+// The agent's /metrics: a prometheus-cpp Collectable that turns the sampler's latest snapshot into
+// metric families at scrape time. Counters are exported as counters with their raw cumulative
+// values (scaled to base units only), so Prometheus' rate() works and nothing is counted twice.
+// Collect() does no I/O and never throws.
+#ifndef RINGSIDE_DAEMON_AGENT_EXPOSITION_H_
+#define RINGSIDE_DAEMON_AGENT_EXPOSITION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/agent/sampler.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace ringside::daemon {
+
+class SnapshotCollectable final : public prometheus::Collectable {
+ public:
+  SnapshotCollectable(const Sampler* sampler, std::string version)
+      : sampler_(sampler), version_(std::move(version)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const Sampler* sampler_;
+  std::string version_;
+};
+
+// The same families for a given snapshot (what Collect() returns for the latest one).
+std::vector<prometheus::MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
+                                                         const std::string& version);
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_AGENT_EXPOSITION_H_

@@ -1,0 +1,156 @@
+// ringside-agent: reads the node's InfiniBand/RoCE and netdev counters every --interval and serves
+// them on /metrics. Flags are parsed here only and turned into option structs.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "collectors/infiniband/infiniband_collector.h"
+#include "collectors/netdev/netdev_collector.h"
+#include "daemon/agent/exposition.h"
+#include "daemon/agent/render.h"
+#include "daemon/agent/sampler.h"
+#include "daemon/common/flags.h"
+#include "daemon/common/log.h"
+#include "daemon/common/signals.h"
+#include "prometheus/exposer.h"
+
+ABSL_FLAG(std::string, sysfs_root, "/sys", "Folder that stands for /sys.");
+ABSL_FLAG(std::string, procfs_root, "/proc", "Folder that stands for /proc.");
+ABSL_FLAG(absl::Duration, interval, absl::Seconds(1), "Sampling interval (e.g. 1s, 100ms, 10ms).");
+ABSL_FLAG(std::string, listen, ":9471",
+          "Address of the /metrics endpoint, [host]:port; empty to serve none.");
+ABSL_FLAG(std::string, node_name, "", "This node's name in every series (default: host name).");
+ABSL_FLAG(bool, once, false, "Print one snapshot and exit.");
+ABSL_FLAG(std::string, o, "text", "Output of --once: text or json.");
+ABSL_FLAG(bool, print_rates, false, "Print per-second rates of moving counters every interval.");
+ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(),
+          "Stop after this long (default: until SIGINT/SIGTERM).");
+ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
+          "List ports and counter files again at this interval.");
+
+namespace {
+
+using ringside::daemon::LogLine;
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+// ":9471" → "9471" (all interfaces); "127.0.0.1:0" stays; civetweb's syntax otherwise.
+std::string CivetAddress(const std::string& listen) {
+  if (absl::StartsWith(listen, ":")) return listen.substr(1);
+  return listen;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "ringside-agent: per-node InfiniBand/RoCE/netdev counter agent.\n"
+      "  ringside-agent --sysfs-root=/sys --listen=:9471\n"
+      "  ringside-agent --once --sysfs-root=DIR -o json");
+  std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
+  std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
+  absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
+  ringside::daemon::SetLogProgram("ringside-agent");
+
+  const std::string output = absl::GetFlag(FLAGS_o);
+  if (output != "text" && output != "json") {
+    std::fprintf(stderr, "ringside-agent: -o must be text or json, not \"%s\"\n", output.c_str());
+    return 2;
+  }
+  const absl::Duration interval = absl::GetFlag(FLAGS_interval);
+  if (interval < absl::Milliseconds(1)) {
+    std::fprintf(stderr, "ringside-agent: --interval must be at least 1ms\n");
+    return 2;
+  }
+  std::string node = absl::GetFlag(FLAGS_node_name);
+  if (node.empty()) node = HostName();
+
+  ringside::collectors::InfinibandOptions ib;
+  ib.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
+  ib.rediscover_interval = absl::GetFlag(FLAGS_rediscover_interval);
+  ringside::collectors::NetdevOptions nd;
+  nd.sysfs_root = ib.sysfs_root;
+  nd.rediscover_interval = ib.rediscover_interval;
+
+  std::vector<std::unique_ptr<ringside::collectors::Collector>> collectors;
+  collectors.push_back(std::make_unique<ringside::collectors::InfinibandCollector>(ib));
+  collectors.push_back(std::make_unique<ringside::collectors::NetdevCollector>(nd));
+
+  ringside::daemon::SamplerOptions so;
+  so.node = node;
+  so.interval = interval;
+  ringside::daemon::Sampler sampler(so, std::move(collectors), absl::Now,
+                                    [](const std::string& m) { LogLine(m); });
+
+  if (absl::GetFlag(FLAGS_once)) {
+    auto snap = sampler.RunOnce();
+    std::string text = output == "json" ? ringside::daemon::RenderJson(*snap)
+                                        : ringside::daemon::RenderText(*snap);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    for (const auto& h : snap->health) {
+      if (h.read_errors_total > 0) {
+        LogLine(absl::StrCat(h.name, ": ", h.read_errors_total, " read errors"));
+      }
+    }
+    return 0;
+  }
+
+  absl::Notification stop;
+  ringside::daemon::InstallStopSignals(&stop);
+
+  std::unique_ptr<prometheus::Exposer> exposer;
+  auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(&sampler,
+                                                                             RINGSIDE_VERSION);
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  if (!listen.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(CivetAddress(listen), 2);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ringside-agent: cannot listen on %s: %s\n", listen.c_str(), e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(collectable);
+    std::vector<int> ports = exposer->GetListeningPorts();
+    LogLine(absl::StrCat("serving /metrics on ", listen, " (port ",
+                         ports.empty() ? 0 : ports.front(), ")"));
+  }
+  LogLine(absl::StrCat("node ", node, ", sysfs root ", ib.sysfs_root, ", interval ",
+                       absl::FormatDuration(interval)));
+
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  if (duration != absl::InfiniteDuration()) {
+    std::thread([&stop, duration]() {
+      absl::SleepFor(duration);
+      if (!stop.HasBeenNotified()) stop.Notify();
+    }).detach();
+  }
+
+  ringside::daemon::RatePrinter rates;
+  const bool print_rates = absl::GetFlag(FLAGS_print_rates);
+  sampler.Run(stop, [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
+    if (!print_rates) return;
+    std::string text = rates.Render(*snap);
+    if (!text.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+  });
+  LogLine("stopped");
+  return 0;
+}

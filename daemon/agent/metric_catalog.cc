@@ -1,0 +1,161 @@
+#include "daemon/agent/metric_catalog.h"
+
+#include <array>
+#include <cstdlib>
+#include <cstdio>
+
+namespace ringside::daemon {
+namespace {
+
+constexpr MetricType C = MetricType::kCounter;
+constexpr MetricType G = MetricType::kGauge;
+
+// clang-format off
+constexpr std::array kCatalog = std::to_array<MetricSpec>({
+  // ports/<n>/counters/ (IB PMA). Data counters are kept in 4-byte words: exported in bytes.
+  {"infiniband", "port_rcv_data", "ringside_ib_port_received_bytes_total", C, 4, "Data octets received on the port (PMA PortRcvData x 4)."},
+  {"infiniband", "port_xmit_data", "ringside_ib_port_transmitted_bytes_total", C, 4, "Data octets transmitted on the port (PMA PortXmitData x 4)."},
+  {"infiniband", "port_rcv_packets", "ringside_ib_port_received_packets_total", C, 1, "Packets received, including packets with errors."},
+  {"infiniband", "port_xmit_packets", "ringside_ib_port_transmitted_packets_total", C, 1, "Packets transmitted, including packets with errors."},
+  {"infiniband", "unicast_rcv_packets", "ringside_ib_port_unicast_received_packets_total", C, 1, "Unicast packets received."},
+  {"infiniband", "unicast_xmit_packets", "ringside_ib_port_unicast_transmitted_packets_total", C, 1, "Unicast packets transmitted."},
+  {"infiniband", "multicast_rcv_packets", "ringside_ib_port_multicast_received_packets_total", C, 1, "Multicast packets received."},
+  {"infiniband", "multicast_xmit_packets", "ringside_ib_port_multicast_transmitted_packets_total", C, 1, "Multicast packets transmitted."},
+  {"infiniband", "symbol_error", "ringside_ib_port_symbol_errors_total", C, 1, "Minor link errors on one or more physical lanes (16-bit, saturates)."},
+  {"infiniband", "link_error_recovery", "ringside_ib_port_link_error_recoveries_total", C, 1, "Successful link error recoveries (retrains) (8-bit, saturates)."},
+  {"infiniband", "link_downed", "ringside_ib_port_link_downed_total", C, 1, "Times link error recovery failed and the link went down (8-bit, saturates)."},
+  {"infiniband", "port_rcv_errors", "ringside_ib_port_receive_errors_total", C, 1, "Packets received with errors."},
+  {"infiniband", "port_rcv_remote_physical_errors", "ringside_ib_port_receive_remote_physical_errors_total", C, 1, "Packets received marked with EBP."},
+  {"infiniband", "port_rcv_switch_relay_errors", "ringside_ib_port_receive_switch_relay_errors_total", C, 1, "Packets a switch could not forward."},
+  {"infiniband", "port_xmit_discards", "ringside_ib_port_transmit_discards_total", C, 1, "Outbound packets discarded because the port was down or congested."},
+  {"infiniband", "port_rcv_discards", "ringside_ib_port_receive_discards_total", C, 1, "Inbound packets discarded (driver-specific counter)."},
+  {"infiniband", "port_xmit_constraint_errors", "ringside_ib_port_transmit_constraint_errors_total", C, 1, "Outbound packets failing raw, partition or IP-version constraints."},
+  {"infiniband", "port_rcv_constraint_errors", "ringside_ib_port_receive_constraint_errors_total", C, 1, "Inbound packets failing raw, partition or IP-version constraints."},
+  {"infiniband", "local_link_integrity_errors", "ringside_ib_port_local_link_integrity_errors_total", C, 1, "Times local physical errors exceeded the LocalPhyErrors threshold (4-bit, saturates)."},
+  {"infiniband", "excessive_buffer_overrun_errors", "ringside_ib_port_excessive_buffer_overrun_errors_total", C, 1, "Consecutive flow-control periods with an input buffer overrun (4-bit, saturates)."},
+  {"infiniband", "VL15_dropped", "ringside_ib_port_vl15_dropped_total", C, 1, "Incoming VL15 (management) packets dropped."},
+  {"infiniband", "port_xmit_wait", "ringside_ib_port_transmit_wait_ticks_total", C, 1, "Ticks in which the port had data to send but sent none (device-defined tick)."},
+  {"infiniband", "*", "ringside_ib_port_other_counter_total", C, 1, "A PMA counter file not in the catalog, by its file name."},
+  // ports/<n>/counters_ext/ (mlx4, kernels before 4.5).
+  {"infiniband_ext", "port_rcv_data_64", "ringside_ib_port_legacy_received_bytes_total", C, 4, "Data octets received, 64-bit legacy counters_ext (x 4)."},
+  {"infiniband_ext", "port_xmit_data_64", "ringside_ib_port_legacy_transmitted_bytes_total", C, 4, "Data octets transmitted, 64-bit legacy counters_ext (x 4)."},
+  {"infiniband_ext", "port_rcv_packets_64", "ringside_ib_port_legacy_received_packets_total", C, 1, "Packets received, 64-bit legacy counters_ext."},
+  {"infiniband_ext", "port_xmit_packets_64", "ringside_ib_port_legacy_transmitted_packets_total", C, 1, "Packets transmitted, 64-bit legacy counters_ext."},
+  {"infiniband_ext", "port_unicast_rcv_packets", "ringside_ib_port_legacy_unicast_received_packets_total", C, 1, "Unicast packets received, legacy counters_ext."},
+  {"infiniband_ext", "port_unicast_xmit_packets", "ringside_ib_port_legacy_unicast_transmitted_packets_total", C, 1, "Unicast packets transmitted, legacy counters_ext."},
+  {"infiniband_ext", "port_multicast_rcv_packets", "ringside_ib_port_legacy_multicast_received_packets_total", C, 1, "Multicast packets received, legacy counters_ext."},
+  {"infiniband_ext", "port_multicast_xmit_packets", "ringside_ib_port_legacy_multicast_transmitted_packets_total", C, 1, "Multicast packets transmitted, legacy counters_ext."},
+  {"infiniband_ext", "*", "ringside_ib_port_legacy_other_counter_total", C, 1, "A counters_ext file not in the catalog, by its file name."},
+  // ports/<n>/hw_counters/ (mlx5 and other drivers).
+  {"infiniband_hw", "rx_write_requests", "ringside_rdma_rx_write_requests_total", C, 1, "RDMA write requests received (mlx5 Q counter, 32-bit)."},
+  {"infiniband_hw", "rx_read_requests", "ringside_rdma_rx_read_requests_total", C, 1, "RDMA read requests received (mlx5 Q counter, 32-bit)."},
+  {"infiniband_hw", "rx_atomic_requests", "ringside_rdma_rx_atomic_requests_total", C, 1, "RDMA atomic requests received (mlx5 Q counter, 32-bit)."},
+  {"infiniband_hw", "rx_dct_connect", "ringside_rdma_rx_dct_connect_requests_total", C, 1, "DCT connect requests received."},
+  {"infiniband_hw", "out_of_buffer", "ringside_rdma_out_of_buffer_drops_total", C, 1, "Packets dropped because no receive WQE was posted."},
+  {"infiniband_hw", "out_of_sequence", "ringside_rdma_out_of_sequence_packets_total", C, 1, "Out-of-sequence packets received (loss or reordering)."},
+  {"infiniband_hw", "duplicate_request", "ringside_rdma_duplicate_request_packets_total", C, 1, "Duplicate requests received (retransmission)."},
+  {"infiniband_hw", "rnr_nak_retry_err", "ringside_rdma_rnr_nak_retry_errors_total", C, 1, "RNR NAKs received without exceeding the retry limit."},
+  {"infiniband_hw", "packet_seq_err", "ringside_rdma_packet_sequence_errors_total", C, 1, "NAK sequence-error packets received (loss)."},
+  {"infiniband_hw", "implied_nak_seq_err", "ringside_rdma_implied_nak_sequence_errors_total", C, 1, "Read-response PSN gaps (implied NAK)."},
+  {"infiniband_hw", "local_ack_timeout_err", "ringside_rdma_local_ack_timeout_errors_total", C, 1, "QP ACK timer expirations at the sender (loss or timeout)."},
+  {"infiniband_hw", "resp_local_length_error", "ringside_rdma_resp_local_length_errors_total", C, 1, "Responder local length errors."},
+  {"infiniband_hw", "resp_cqe_error", "ringside_rdma_resp_cqe_errors_total", C, 1, "Responder CQE errors."},
+  {"infiniband_hw", "req_cqe_error", "ringside_rdma_req_cqe_errors_total", C, 1, "Requester CQE errors."},
+  {"infiniband_hw", "req_remote_invalid_request", "ringside_rdma_req_remote_invalid_request_errors_total", C, 1, "Requester remote invalid request errors."},
+  {"infiniband_hw", "req_remote_access_errors", "ringside_rdma_req_remote_access_errors_total", C, 1, "Requester remote access errors."},
+  {"infiniband_hw", "resp_remote_access_errors", "ringside_rdma_resp_remote_access_errors_total", C, 1, "Responder remote access errors."},
+  {"infiniband_hw", "resp_cqe_flush_error", "ringside_rdma_resp_cqe_flush_errors_total", C, 1, "Responder CQE flush errors."},
+  {"infiniband_hw", "req_cqe_flush_error", "ringside_rdma_req_cqe_flush_errors_total", C, 1, "Requester CQE flush errors."},
+  {"infiniband_hw", "roce_adp_retrans", "ringside_rdma_roce_adaptive_retransmits_total", C, 1, "RoCE adaptive retransmissions."},
+  {"infiniband_hw", "roce_adp_retrans_to", "ringside_rdma_roce_adaptive_retransmit_timeouts_total", C, 1, "Timeouts under RoCE adaptive retransmission."},
+  {"infiniband_hw", "roce_slow_restart", "ringside_rdma_roce_slow_restarts_total", C, 1, "Times RoCE slow restart was used."},
+  {"infiniband_hw", "roce_slow_restart_cnps", "ringside_rdma_roce_slow_restart_cnps_total", C, 1, "CNPs generated by RoCE slow restart."},
+  {"infiniband_hw", "roce_slow_restart_trans", "ringside_rdma_roce_slow_restart_transitions_total", C, 1, "Transitions into RoCE slow restart."},
+  {"infiniband_hw", "rp_cnp_ignored", "ringside_rdma_rp_cnp_ignored_packets_total", C, 1, "CNPs received and ignored by the reaction point (should stay 0 with congestion control on)."},
+  {"infiniband_hw", "rp_cnp_handled", "ringside_rdma_rp_cnp_handled_packets_total", C, 1, "CNPs handled by the reaction point to throttle its rate (DCQCN active at the sender)."},
+  {"infiniband_hw", "np_ecn_marked_roce_packets", "ringside_rdma_np_ecn_marked_roce_packets_total", C, 1, "RoCEv2 packets received with ECN CE marked (congestion seen at the receiver)."},
+  {"infiniband_hw", "np_cnp_sent", "ringside_rdma_np_cnp_sent_packets_total", C, 1, "CNPs sent by the notification point in response to CE marks."},
+  {"infiniband_hw", "rx_icrc_encapsulated", "ringside_rdma_rx_icrc_encapsulated_errors_total", C, 1, "RoCE packets received with ICRC errors."},
+  {"infiniband_hw", "cc_rx_ce_pkts", "ringside_rdma_cc_rx_ce_packets_total", C, 1, "Optional counter: packets received with CE (enable with rdma statistic set)."},
+  {"infiniband_hw", "cc_rx_cnp_pkts", "ringside_rdma_cc_rx_cnp_packets_total", C, 1, "Optional counter: CNPs received."},
+  {"infiniband_hw", "cc_tx_cnp_pkts", "ringside_rdma_cc_tx_cnp_packets_total", C, 1, "Optional counter: CNPs sent."},
+  {"infiniband_hw", "rdma_tx_packets", "ringside_rdma_transmitted_packets_total", C, 1, "Optional counter: RDMA packets transmitted."},
+  {"infiniband_hw", "rdma_tx_bytes", "ringside_rdma_transmitted_bytes_total", C, 1, "Optional counter: RDMA bytes transmitted."},
+  {"infiniband_hw", "rdma_rx_packets", "ringside_rdma_received_packets_total", C, 1, "Optional counter: RDMA packets received."},
+  {"infiniband_hw", "rdma_rx_bytes", "ringside_rdma_received_bytes_total", C, 1, "Optional counter: RDMA bytes received."},
+  {"infiniband_hw", "lifespan", "ringside_rdma_hw_counters_lifespan_seconds", G, 0.001, "How long the driver caches hw_counters before a read refreshes them."},
+  {"infiniband_hw", "*", "ringside_rdma_other_hw_counter_total", C, 1, "A hw_counters file not in the catalog, by its file name."},
+  // Port attributes.
+  {"infiniband_port", "state", "ringside_ib_port_state", G, 1, "Logical port state id: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER."},
+  {"infiniband_port", "phys_state", "ringside_ib_port_physical_state", G, 1, "Physical port state id: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, ..."},
+  {"infiniband_port", "rate", "ringside_ib_port_rate_bytes_per_second", G, 1, "Negotiated port rate (lane rate x width) in bytes per second."},
+  // class/net/<if>/.
+  {"netdev", "rx_bytes", "ringside_netdev_rx_bytes_total", C, 1, "Bytes received by the interface."},
+  {"netdev", "tx_bytes", "ringside_netdev_tx_bytes_total", C, 1, "Bytes transmitted by the interface."},
+  {"netdev", "rx_packets", "ringside_netdev_rx_packets_total", C, 1, "Packets received."},
+  {"netdev", "tx_packets", "ringside_netdev_tx_packets_total", C, 1, "Packets transmitted."},
+  {"netdev", "rx_errors", "ringside_netdev_rx_errors_total", C, 1, "Receive errors."},
+  {"netdev", "tx_errors", "ringside_netdev_tx_errors_total", C, 1, "Transmit errors."},
+  {"netdev", "rx_dropped", "ringside_netdev_rx_dropped_total", C, 1, "Received packets dropped."},
+  {"netdev", "tx_dropped", "ringside_netdev_tx_dropped_total", C, 1, "Transmitted packets dropped."},
+  {"netdev", "multicast", "ringside_netdev_rx_multicast_packets_total", C, 1, "Multicast packets received."},
+  {"netdev", "collisions", "ringside_netdev_collisions_total", C, 1, "Collisions."},
+  {"netdev", "rx_length_errors", "ringside_netdev_rx_length_errors_total", C, 1, "Received frames with a bad length."},
+  {"netdev", "rx_over_errors", "ringside_netdev_rx_over_errors_total", C, 1, "Receiver ring overflows."},
+  {"netdev", "rx_crc_errors", "ringside_netdev_rx_crc_errors_total", C, 1, "Received frames with a CRC error."},
+  {"netdev", "rx_frame_errors", "ringside_netdev_rx_frame_errors_total", C, 1, "Received frames with an alignment error."},
+  {"netdev", "rx_fifo_errors", "ringside_netdev_rx_fifo_errors_total", C, 1, "Receive FIFO errors."},
+  {"netdev", "rx_missed_errors", "ringside_netdev_rx_missed_errors_total", C, 1, "Packets missed by the host."},
+  {"netdev", "tx_aborted_errors", "ringside_netdev_tx_aborted_errors_total", C, 1, "Transmissions aborted."},
+  {"netdev", "tx_carrier_errors", "ringside_netdev_tx_carrier_errors_total", C, 1, "Transmit carrier errors."},
+  {"netdev", "tx_fifo_errors", "ringside_netdev_tx_fifo_errors_total", C, 1, "Transmit FIFO errors."},
+  {"netdev", "tx_heartbeat_errors", "ringside_netdev_tx_heartbeat_errors_total", C, 1, "Transmit heartbeat errors."},
+  {"netdev", "tx_window_errors", "ringside_netdev_tx_window_errors_total", C, 1, "Transmit window errors."},
+  {"netdev", "rx_compressed", "ringside_netdev_rx_compressed_packets_total", C, 1, "Compressed packets received."},
+  {"netdev", "tx_compressed", "ringside_netdev_tx_compressed_packets_total", C, 1, "Compressed packets transmitted."},
+  {"netdev", "rx_nohandler", "ringside_netdev_rx_nohandler_packets_total", C, 1, "Packets received and dropped for lack of a protocol handler."},
+  {"netdev", "*", "ringside_netdev_other_statistic_total", C, 1, "A statistics/ file not in the catalog, by its file name."},
+  {"netdev", "carrier_changes", "ringside_netdev_carrier_changes_total", C, 1, "Carrier transitions, up and down (32-bit)."},
+  {"netdev", "carrier_up_count", "ringside_netdev_carrier_up_total", C, 1, "Carrier transitions to up (32-bit)."},
+  {"netdev", "carrier_down_count", "ringside_netdev_carrier_down_total", C, 1, "Carrier transitions to down (32-bit)."},
+  {"netdev", "operstate", "ringside_netdev_operstate", G, 1, "RFC 2863 operational state id: 0 unknown, 1 notpresent, 2 down, 3 lowerlayerdown, 4 testing, 5 dormant, 6 up."},
+  {"netdev", "speed", "ringside_netdev_speed_bytes_per_second", G, 1, "Link speed in bytes per second (absent when unknown or down)."},
+  {"netdev", "mtu", "ringside_netdev_mtu_bytes", G, 1, "MTU in bytes."},
+  // Info families (value 1) and the agent's own health.
+  {"info", "infiniband_device", "ringside_ib_device_info", G, 1, "An RDMA device with its hca_type, firmware_version, board_id and node_guid; value 1."},
+  {"info", "infiniband_port", "ringside_ib_port_info", G, 1, "An RDMA port with its link_layer and RoCE netdev; value 1."},
+  {"info", "netdev", "ringside_netdev_info", G, 1, "A network interface with its RDMA device and port where it has one; value 1."},
+  {"self", "build", "ringside_agent_build_info", G, 1, "The agent's version; value 1."},
+  {"self", "cycles", "ringside_agent_cycles_total", C, 1, "Sampling cycles run."},
+  {"self", "overruns", "ringside_agent_cycle_overruns_total", C, 1, "Sampling slots missed because a cycle took longer than the interval."},
+  {"self", "last_cycle", "ringside_agent_last_cycle_timestamp_seconds", G, 1, "When the latest sampling cycle started (Unix time)."},
+  {"self", "duration", "ringside_agent_collector_duration_seconds", G, 1, "Wall time of the collector's latest cycle."},
+  {"self", "read_errors", "ringside_agent_collector_read_errors_total", C, 1, "Failed reads or unparsable values, per collector."},
+  {"self", "series", "ringside_agent_collector_series", G, 1, "Series the collector currently reads."},
+});
+// clang-format on
+
+}  // namespace
+
+std::span<const MetricSpec> MetricCatalog() { return kCatalog; }
+
+const MetricSpec* FindMetricSpec(absl::string_view source, absl::string_view counter) {
+  const MetricSpec* fallback = nullptr;
+  for (const MetricSpec& m : kCatalog) {
+    if (m.source != source) continue;
+    if (m.counter == counter) return &m;
+    if (m.counter == "*") fallback = &m;
+  }
+  return fallback;
+}
+
+const MetricSpec& AgentFamily(absl::string_view name) {
+  for (const MetricSpec& m : kCatalog) {
+    if ((m.source == "self" || m.source == "info") && m.name == name) return m;
+  }
+  std::fprintf(stderr, "ringside: metric %.*s is not in the catalog\n",
+               static_cast<int>(name.size()), name.data());
+  std::abort();  // a programming error caught by every test that exports metrics
+}
+
+}  // namespace ringside::daemon

@@ -1,0 +1,84 @@
+// Runs the collectors every interval and publishes the latest snapshot. Readers (the Prometheus
+// exposition, the uploader, the printers) take a shared_ptr to an immutable snapshot and never
+// block the collectors.
+#ifndef RINGSIDE_DAEMON_AGENT_SAMPLER_H_
+#define RINGSIDE_DAEMON_AGENT_SAMPLER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "collectors/common/collector.h"
+#include "collectors/common/series.h"
+
+namespace ringside::daemon {
+
+// Cumulative health of one collector, for self-metrics.
+struct CollectorHealth {
+  std::string name;
+  uint64_t cycles = 0;
+  uint64_t read_errors_total = 0;
+  absl::Duration last_duration;
+  size_t series = 0;
+};
+
+struct AgentSnapshot {
+  std::string node;
+  absl::Time timestamp;
+  uint64_t cycle = 0;
+  std::vector<collectors::CollectorSnapshot> collectors;
+  std::vector<CollectorHealth> health;  // parallel to collectors
+  uint64_t overruns_total = 0;          // cycles that started late because the previous overran
+};
+
+struct SamplerOptions {
+  std::string node;
+  absl::Duration interval = absl::Seconds(1);
+  // Read errors are logged at most once per collector per this period (with the count).
+  absl::Duration error_log_period = absl::Seconds(60);
+};
+
+class Sampler {
+ public:
+  using NowFn = std::function<absl::Time()>;
+  using LogFn = std::function<void(const std::string&)>;
+
+  Sampler(SamplerOptions options, std::vector<std::unique_ptr<collectors::Collector>> collectors,
+          NowFn now = absl::Now, LogFn log = nullptr);
+
+  // One cycle: every collector once; publishes and returns the snapshot.
+  std::shared_ptr<const AgentSnapshot> RunOnce();
+
+  // Cycles every interval on a fixed schedule until `stop` is notified. A cycle that overruns its
+  // slot makes the next start at once; the missed slots are counted, not queued.
+  // `on_cycle` (optional) sees each published snapshot on the sampling thread.
+  void Run(absl::Notification& stop,
+           const std::function<void(const std::shared_ptr<const AgentSnapshot>&)>& on_cycle = {});
+
+  std::shared_ptr<const AgentSnapshot> Latest() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  SamplerOptions options_;
+  std::vector<std::unique_ptr<collectors::Collector>> collectors_;
+  NowFn now_;
+  LogFn log_;
+  std::vector<CollectorHealth> health_;
+  std::vector<absl::Time> last_error_log_;
+  std::vector<uint64_t> errors_since_log_;
+  uint64_t cycle_ = 0;
+  uint64_t overruns_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const AgentSnapshot> latest_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_AGENT_SAMPLER_H_
