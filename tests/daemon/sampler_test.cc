@@ -1,0 +1,111 @@
+#include "daemon/agent/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ringside::daemon {
+namespace {
+
+using collectors::CollectorSnapshot;
+using collectors::CycleErrors;
+
+// A collector with one counter series that counts its calls and fails when told to.
+class CountingCollector final : public collectors::Collector {
+ public:
+  explicit CountingCollector(std::atomic<int>* calls) : calls_(calls) {
+    auto t = std::make_shared<collectors::SeriesTable>();
+    t->defs.push_back(collectors::SeriesDef{"test", "dev0", "1", "ticks"});
+    table_ = t;
+  }
+  absl::string_view name() const override { return "counting"; }
+  void Collect(absl::Time now, CollectorSnapshot& out, CycleErrors& errors) override {
+    int n = ++*calls_;
+    out.table = table_;
+    out.values.assign(1, collectors::Value{static_cast<uint64_t>(n), collectors::ValueStatus::kOk});
+    if (fail) {
+      out.values[0].status = collectors::ValueStatus::kError;
+      errors.Add(absl::DataLossError("ticks: garbage"));
+    }
+  }
+  bool fail = false;
+
+ private:
+  std::atomic<int>* calls_;
+  std::shared_ptr<const collectors::SeriesTable> table_;
+};
+
+TEST(SamplerTest, RunOncePublishesSnapshotAndHealth) {
+  std::atomic<int> calls{0};
+  std::vector<std::unique_ptr<collectors::Collector>> cs;
+  cs.push_back(std::make_unique<CountingCollector>(&calls));
+  Sampler s(SamplerOptions{"n1"}, std::move(cs));
+  EXPECT_EQ(s.Latest(), nullptr);
+  auto a = s.RunOnce();
+  auto b = s.RunOnce();
+  EXPECT_EQ(s.Latest(), b);
+  EXPECT_EQ(a->cycle, 1u);
+  EXPECT_EQ(b->cycle, 2u);
+  EXPECT_EQ(b->node, "n1");
+  ASSERT_EQ(b->collectors.size(), 1u);
+  EXPECT_EQ(b->collectors[0].values[0].raw, 2u);
+  EXPECT_EQ(b->health[0].cycles, 2u);
+  EXPECT_EQ(b->health[0].series, 1u);
+  // The first snapshot is immutable: still the value it had.
+  EXPECT_EQ(a->collectors[0].values[0].raw, 1u);
+}
+
+TEST(SamplerTest, ReadErrorsAreCountedAndLoggedAtALimitedRate) {
+  std::atomic<int> calls{0};
+  auto owned = std::make_unique<CountingCollector>(&calls);
+  CountingCollector* c = owned.get();
+  c->fail = true;
+  std::vector<std::unique_ptr<collectors::Collector>> cs;
+  cs.push_back(std::move(owned));
+  absl::Time now = absl::FromUnixSeconds(1000);
+  std::vector<std::string> logs;
+  SamplerOptions opts{"n1"};
+  opts.error_log_period = absl::Seconds(60);
+  Sampler s(opts, std::move(cs), [&] { return now; },
+            [&](const std::string& m) { logs.push_back(m); });
+  for (int i = 0; i < 30; ++i) {
+    s.RunOnce();
+    now += absl::Seconds(1);
+  }
+  EXPECT_EQ(s.Latest()->health[0].read_errors_total, 30u);
+  ASSERT_EQ(logs.size(), 1u);  // once in the first minute, not every cycle
+  EXPECT_NE(logs[0].find("ticks: garbage"), std::string::npos);
+  for (int i = 0; i < 40; ++i) {
+    s.RunOnce();
+    now += absl::Seconds(1);
+  }
+  ASSERT_EQ(logs.size(), 2u);
+  EXPECT_NE(logs[1].find("60 read errors"), std::string::npos) << logs[1];
+}
+
+// Run() cycles until stopped and returns promptly when stopped.
+TEST(SamplerTest, RunCyclesUntilStopped) {
+  std::atomic<int> calls{0};
+  std::vector<std::unique_ptr<collectors::Collector>> cs;
+  cs.push_back(std::make_unique<CountingCollector>(&calls));
+  SamplerOptions opts{"n1"};
+  opts.interval = absl::Milliseconds(5);
+  Sampler s(opts, std::move(cs));
+  absl::Notification stop;
+  std::atomic<int> seen{0};
+  std::thread t([&] { s.Run(stop, [&](const auto&) { ++seen; }); });
+  for (int i = 0; i < 2000 && seen.load() < 5; ++i) absl::SleepFor(absl::Milliseconds(5));
+  stop.Notify();
+  t.join();
+  EXPECT_GE(seen.load(), 5);
+  EXPECT_EQ(calls.load(), seen.load());
+}
+
+}  // namespace
+}  // namespace ringside::daemon
