@@ -2,6 +2,7 @@
 // them on /metrics. Flags are parsed here only and turned into option structs.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -35,6 +36,7 @@ ABSL_FLAG(std::string, node_name, "", "This node's name in every series (default
 ABSL_FLAG(bool, once, false, "Print one snapshot and exit.");
 ABSL_FLAG(std::string, o, "text", "Output of --once: text or json.");
 ABSL_FLAG(bool, print_rates, false, "Print per-second rates of moving counters every interval.");
+ABSL_FLAG(int, rates_top, 40, "With --print-rates: how many of the fastest counters to show.");
 ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(),
           "Stop after this long (default: until SIGINT/SIGTERM).");
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
     }).detach();
   }
 
-  ringside::daemon::RatePrinter rates;
+  ringside::daemon::RatePrinter rates(static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_rates_top))));
   const bool print_rates = absl::GetFlag(FLAGS_print_rates);
   sampler.Run(stop, [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
     if (!print_rates) return;

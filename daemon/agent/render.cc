@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/counter_math.h"
@@ -94,7 +95,8 @@ std::string RenderText(const AgentSnapshot& snap) {
 
 std::string RatePrinter::Render(const AgentSnapshot& snap) {
   struct Line {
-    double sort_key;
+    bool traffic;
+    double rate;
     std::string text;
   };
   std::vector<Line> lines;
@@ -132,13 +134,21 @@ std::string RatePrinter::Render(const AgentSnapshot& snap) {
     }
     if (d.value == 0) return;
     const double rate = static_cast<double>(d.value) / secs;
+    // Errors and congestion signals first, traffic after: the lines on-call looks for.
+    const bool traffic = def.unit == collectors::Unit::kBytes ||
+                         def.unit == collectors::Unit::kFourByteWords ||
+                         (absl::StrContains(def.counter, "packets") &&
+                          !absl::StrContains(def.counter, "ecn") &&
+                          !absl::StrContains(def.counter, "cnp"));
     std::string note = d.kind == analysis::DeltaKind::kWrap ? " (wrapped)" : "";
-    lines.push_back(Line{rate, absl::StrFormat("    %-14s %-34s %18s%s", where, def.counter,
+    lines.push_back(Line{traffic, rate, absl::StrFormat("    %-14s %-34s %18s%s", where, def.counter,
                                                HumanRate(rate, def.unit), note)});
   });
   if (lines.empty() && events.empty()) return "";
   std::sort(lines.begin(), lines.end(),
-            [](const Line& a, const Line& b) { return a.sort_key > b.sort_key; });
+            [](const Line& a, const Line& b) {
+              return a.traffic != b.traffic ? !a.traffic : a.rate > b.rate;
+            });
   std::string out = absl::StrCat(absl::FormatTime("%H:%M:%S", snap.timestamp, absl::LocalTimeZone()),
                                  "  ", snap.node, "  ", lines.size(), " counters moving\n");
   for (const std::string& e : events) absl::StrAppend(&out, e, "\n");
