@@ -33,6 +33,9 @@ class Collector {
   // Reads every series once. Never fails as a whole: a missing tree yields an empty table, a
   // failed read marks that value kError and is added to `errors`.
   virtual void Collect(absl::Time now, CollectorSnapshot& out, CycleErrors& errors) = 0;
+  // OK when the source is there; otherwise why the collector is off (no library, no device), said
+  // once at start-up and exported as a metric rather than as an error every cycle.
+  virtual absl::Status Availability() const { return absl::OkStatus(); }
 };
 
 }  // namespace ringside::collectors

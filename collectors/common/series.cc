@@ -22,6 +22,8 @@ absl::string_view UnitName(Unit unit) {
       return "bytes-per-second";
     case Unit::kEnum:
       return "enum";
+    case Unit::kPackedBer:
+      return "packed-ber";
   }
   return "unknown";
 }

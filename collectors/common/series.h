@@ -36,6 +36,8 @@ enum class Unit : uint8_t {
   kMilliseconds,     // hw_counters/lifespan
   kBytesPerSecond,   // link rate, converted from the sysfs text
   kEnum,             // a state id
+  kPackedBer,        // NVML packed bit-error rate: mantissa in bits 8-11, exponent in bits
+                     // 0-7, BER = mantissa x 10^-exponent (DecodeNvlinkBer)
 };
 
 absl::string_view UnitName(Unit unit);
@@ -53,6 +55,8 @@ struct SeriesDef {
   Unit unit = Unit::kCount;
   // For counters that saturate at all-ones rather than wrap (IB PMA counters).
   bool saturates = false;
+  // The traffic priority (0-7) of a per-priority series (ethtool `rx_prio3_pause`); -1 if none.
+  int8_t priority = -1;
 };
 
 // One value in one cycle.

@@ -3,6 +3,8 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "collectors/nvml/nvml_collector.h"
 #include "daemon/agent/metric_catalog.h"
 #include "prometheus/client_metric.h"
 
@@ -54,7 +56,8 @@ struct PortRef {
 
 }  // namespace
 
-std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const std::string& version) {
+std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const std::string& version,
+                                             const LinkEventLog* links) {
   FamilySet out;
   const std::string& node = snap.node;
 
@@ -83,7 +86,10 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
       if (spec == nullptr) continue;
       std::vector<ClientMetric::Label> labels;
       labels.push_back({"node", node});
-      if (def.source == "netdev") {
+      if (def.source == "nvlink") {
+        labels.push_back({"gpu", def.device});
+        labels.push_back({"link", def.port});
+      } else if (def.source == "netdev") {
         labels.push_back({"netdev", def.device});
         if (auto it = netdev_to_port.find(def.device); it != netdev_to_port.end()) {
           labels.push_back({"device", it->second.device});
@@ -94,7 +100,11 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
         if (!def.port.empty()) labels.push_back({"port", def.port});
       }
       if (spec->counter == "*") labels.push_back({"counter", def.counter});
-      out.Add(*spec, std::move(labels), static_cast<double>(cs.values[i].raw) * spec->scale);
+      // NVML's packed bit-error rates are decoded; everything else is raw x scale.
+      const double value = def.unit == collectors::Unit::kPackedBer
+                               ? collectors::DecodeNvlinkBer(cs.values[i].raw)
+                               : static_cast<double>(cs.values[i].raw) * spec->scale;
+      out.Add(*spec, std::move(labels), value);
     }
     for (const InfoRecord& info : cs.table->info) {
       std::vector<ClientMetric::Label> labels{{"node", node}};
@@ -112,6 +122,10 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
           labels.push_back({"netdev", it->second});
         }
         out.Add(AgentFamily("ringside_ib_port_info"), std::move(labels), 1);
+      } else if (info.source == "gpu") {
+        labels.push_back({"gpu", info.device});
+        for (const auto& [key, value] : info.labels) labels.push_back({key, value});
+        out.Add(AgentFamily("ringside_gpu_info"), std::move(labels), 1);
       } else if (info.source == "netdev") {
         labels.push_back({"netdev", info.device});
         if (auto it = netdev_to_port.find(info.device); it != netdev_to_port.end()) {
@@ -121,6 +135,29 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
         out.Add(AgentFamily("ringside_netdev_info"), std::move(labels), 1);
       }
     }
+  }
+
+  // Link transitions from event sources (netlink, verbs): a flap shorter than the sampling interval
+  // still counts here.
+  if (links != nullptr) {
+    for (const LinkEventLog::Count& c : links->Counts()) {
+      std::vector<ClientMetric::Label> labels{{"node", node}, {"source", c.source}};
+      if (c.source == "netlink") {
+        labels.push_back({"netdev", c.device});
+        if (auto it = netdev_to_port.find(c.device); it != netdev_to_port.end()) {
+          labels.push_back({"device", it->second.device});
+          labels.push_back({"port", it->second.port});
+        }
+      } else {
+        labels.push_back({"device", c.device});
+        if (!c.port.empty()) labels.push_back({"port", c.port});
+      }
+      labels.push_back({"to", std::string(collectors::LinkStateName(c.to))});
+      out.Add(AgentFamily("ringside_link_transitions_total"), std::move(labels),
+              static_cast<double>(c.count));
+    }
+    out.Add(AgentFamily("ringside_link_events_evicted_total"), {{"node", node}},
+            static_cast<double>(links->evicted()));
   }
 
   // The agent's own health.
@@ -138,6 +175,11 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
     out.Add(AgentFamily("ringside_agent_collector_read_errors_total"), labels,
             static_cast<double>(h.read_errors_total));
     out.Add(AgentFamily("ringside_agent_collector_series"), labels, static_cast<double>(h.series));
+    std::string reason =
+        h.availability.ok() ? "ok" : absl::AsciiStrToLower(absl::StatusCodeToString(h.availability.code()));
+    out.Add(AgentFamily("ringside_agent_collector_up"),
+            {{"node", node}, {"collector", h.name}, {"reason", reason}},
+            h.availability.ok() ? 1 : 0);
   }
   return out.Take();
 }
@@ -145,7 +187,7 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
 std::vector<MetricFamily> SnapshotCollectable::Collect() const {
   std::shared_ptr<const AgentSnapshot> snap = sampler_->Latest();
   if (!snap) return {};
-  return SnapshotToFamilies(*snap, version_);
+  return SnapshotToFamilies(*snap, version_, links_);
 }
 
 }  // namespace ringside::daemon

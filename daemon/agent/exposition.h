@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/agent/link_events.h"
 #include "daemon/agent/sampler.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -17,18 +18,22 @@ namespace ringside::daemon {
 
 class SnapshotCollectable final : public prometheus::Collectable {
  public:
-  SnapshotCollectable(const Sampler* sampler, std::string version)
-      : sampler_(sampler), version_(std::move(version)) {}
+  // `links` (optional) adds the link-transition counters.
+  SnapshotCollectable(const Sampler* sampler, std::string version,
+                      const LinkEventLog* links = nullptr)
+      : sampler_(sampler), version_(std::move(version)), links_(links) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const Sampler* sampler_;
   std::string version_;
+  const LinkEventLog* links_;
 };
 
 // The same families for a given snapshot (what Collect() returns for the latest one).
 std::vector<prometheus::MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
-                                                         const std::string& version);
+                                                         const std::string& version,
+                                                         const LinkEventLog* links = nullptr);
 
 }  // namespace ringside::daemon
 

@@ -19,6 +19,8 @@
 #include "absl/time/clock.h"
 #include "collectors/infiniband/infiniband_collector.h"
 #include "collectors/netdev/netdev_collector.h"
+#include "collectors/nvml/nvml_collector.h"
+#include "daemon/agent/link_events.h"
 #include "daemon/agent/exposition.h"
 #include "daemon/agent/render.h"
 #include "daemon/agent/sampler.h"
@@ -39,6 +41,10 @@ ABSL_FLAG(bool, print_rates, false, "Print per-second rates of moving counters e
 ABSL_FLAG(int, rates_top, 40, "With --print-rates: how many of the fastest counters to show.");
 ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(),
           "Stop after this long (default: until SIGINT/SIGTERM).");
+ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
+          "The NVML library to load for NVLink state and errors; empty to leave NVLink off.");
+ABSL_FLAG(bool, link_events, true,
+          "Watch netlink (and libibverbs, where it finds devices) for link transitions.");
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
           "List ports and counter files again at this interval.");
 
@@ -93,6 +99,19 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<ringside::collectors::Collector>> collectors;
   collectors.push_back(std::make_unique<ringside::collectors::InfinibandCollector>(ib));
   collectors.push_back(std::make_unique<ringside::collectors::NetdevCollector>(nd));
+  const std::string nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  if (!nvml_library.empty()) {
+    ringside::collectors::NvmlOptions nv;
+    nv.library = nvml_library;
+    nv.rediscover_interval = ib.rediscover_interval;
+    collectors.push_back(std::make_unique<ringside::collectors::NvmlCollector>(nv));
+  }
+  // A collector whose source is absent says so once, here, and in ringside_agent_collector_up.
+  for (const auto& c : collectors) {
+    if (absl::Status a = c->Availability(); !a.ok()) {
+      LogLine(absl::StrCat(c->name(), " collector off: ", a.ToString()));
+    }
+  }
 
   ringside::daemon::SamplerOptions so;
   so.node = node;
@@ -116,9 +135,28 @@ int main(int argc, char** argv) {
   absl::Notification stop;
   ringside::daemon::InstallStopSignals(&stop);
 
+  // Link transitions from netlink and verbs, read as they arrive by their own thread.
+  ringside::daemon::LinkEventLog link_log;
+  std::unique_ptr<ringside::daemon::LinkEventReader> link_reader;
+  if (absl::GetFlag(FLAGS_link_events)) {
+    std::unique_ptr<ringside::collectors::NetlinkLinkWatcher> netlink;
+    if (auto w = ringside::collectors::NetlinkLinkWatcher::Open(); w.ok()) {
+      netlink = std::move(*w);
+    } else {
+      LogLine(absl::StrCat("netlink link events off: ", w.status().ToString()));
+    }
+    std::unique_ptr<ringside::collectors::VerbsPortWatcher> verbs;
+    if (auto v = ringside::collectors::VerbsPortWatcher::Open(); v.ok() && (*v)->devices() > 0) {
+      verbs = std::move(*v);
+    }
+    link_reader = std::make_unique<ringside::daemon::LinkEventReader>(&link_log, std::move(netlink),
+                                                                      std::move(verbs));
+    link_reader->Start();
+  }
+
   std::unique_ptr<prometheus::Exposer> exposer;
-  auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(&sampler,
-                                                                             RINGSIDE_VERSION);
+  auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(
+      &sampler, RINGSIDE_VERSION, link_reader ? &link_log : nullptr);
   const std::string listen = absl::GetFlag(FLAGS_listen);
   if (!listen.empty()) {
     try {

@@ -42,6 +42,7 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
     h.read_errors_total += errors.count;
     h.last_duration = out.duration;
     h.series = out.table ? out.table->defs.size() : 0;
+    h.availability = collectors_[i]->Availability();
 
     errors_since_log_[i] += errors.count;
     if (log_ && errors.count > 0 && start - last_error_log_[i] >= options_.error_log_period) {

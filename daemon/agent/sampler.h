@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -27,6 +28,7 @@ struct CollectorHealth {
   uint64_t read_errors_total = 0;
   absl::Duration last_duration;
   size_t series = 0;
+  absl::Status availability;  // the collector's Availability(): OK, or why it is off
 };
 
 struct AgentSnapshot {

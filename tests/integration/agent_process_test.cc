@@ -116,6 +116,68 @@ TEST_F(AgentProcessTest, MetricsPassPromtoolAndFollowTheTree) {
   EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Stderr();
 }
 
+// With NVML present (the fake library, through the agent's real dlopen path) the NVLink series and
+// GPU info are served, a down link as 0, and the whole page still passes promtool. Without it the
+// collector is off with one log line and ringside_agent_collector_up 0.
+TEST_F(AgentProcessTest, NvlinkThroughFakeNvmlAndCollectorOff) {
+  const std::string config = tree_.path() + "/fake-nvml.conf";
+  ASSERT_TRUE(w_.WriteFile("fake-nvml.conf",
+                           "gpu\nname NVIDIA H100 80GB HBM3\nuuid GPU-aaaa\narch 9\nlinks 18\n"
+                           "down 5\ncounter replay * 7\ncounter crc_flit 2 99\n")
+                  .ok());
+  testing::Process agent(
+      {"/usr/bin/env", "RINGSIDE_FAKE_NVML_CONFIG=" + config, BinaryPath("daemon/ringside-agent"),
+       "--sysfs-root=" + tree_.path(), "--listen=127.0.0.1:0", "--interval=50ms",
+       "--node-name=n02", "--nvml-library=" + std::string(FAKE_NVML_COMPLETE)},
+      out_.path());
+  ASSERT_TRUE(agent.WaitForStderr("serving /metrics", absl::Seconds(20))) << agent.Stderr();
+  std::smatch m;
+  std::string err = agent.Stderr();
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("\\(port ([0-9]+)\\)")));
+  const int port = std::stoi(m[1].str());
+  std::string body;
+  for (int i = 0; i < 100 && body.find("ringside_nvlink_up") == std::string::npos; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    body = testing::HttpGet(port, "/metrics");
+  }
+  testing::PromText p = testing::ParsePromText(body);
+  auto up = p.Find("ringside_nvlink_up", {{"node", "n02"}, {"gpu", "0"}});
+  EXPECT_EQ(up.size(), 18u);
+  auto down = p.Find("ringside_nvlink_up", {{"gpu", "0"}, {"link", "5"}});
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].value, 0);
+  auto crc = p.Find("ringside_nvlink_crc_flit_errors_total", {{"gpu", "0"}, {"link", "2"}});
+  ASSERT_EQ(crc.size(), 1u);
+  EXPECT_EQ(crc[0].value, 99);
+  auto gpu = p.Find("ringside_gpu_info", {{"gpu", "0"}});
+  ASSERT_EQ(gpu.size(), 1u);
+  EXPECT_EQ(gpu[0].labels["uuid"], "GPU-aaaa");
+  auto nvml_up = p.Find("ringside_agent_collector_up", {{"collector", "nvml"}});
+  ASSERT_EQ(nvml_up.size(), 1u);
+  EXPECT_EQ(nvml_up[0].value, 1);
+  testing::RunResult check = testing::Run({"promtool", "check", "metrics"}, body);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_EQ(check.out + check.err, "");
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(10)), 0);
+
+  // No library: off, said once.
+  testing::Process off({BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree_.path(),
+                        "--listen=127.0.0.1:0", "--interval=20ms",
+                        "--nvml-library=/nonexistent/libnvidia-ml.so.1"},
+                       out_.path());
+  ASSERT_TRUE(off.WaitForStderr("serving /metrics", absl::Seconds(20))) << off.Stderr();
+  absl::SleepFor(absl::Milliseconds(300));
+  const std::string log = off.Stderr();
+  size_t mentions = 0;
+  for (size_t pos = 0; (pos = log.find("nvml collector off", pos)) != std::string::npos; ++pos) {
+    ++mentions;
+  }
+  EXPECT_EQ(mentions, 1u) << log;
+  off.Signal(SIGTERM);
+  EXPECT_EQ(off.Wait(absl::Seconds(10)), 0);
+}
+
 TEST_F(AgentProcessTest, PortInUseIsAClearError) {
   std::unique_ptr<testing::Process> first;
   int port = StartAgent(first);

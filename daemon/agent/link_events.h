@@ -1,0 +1,80 @@
+// The agent's link-transition log: events from netlink and libibverbs, read by one thread that
+// blocks on their descriptors (so each event is stamped as it arrives), kept in a bounded ring
+// with sequence numbers for the uploader, and counted per link for /metrics.
+#ifndef RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
+#define RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "collectors/common/link_event.h"
+#include "collectors/netlink/link_watcher.h"
+#include "collectors/verbs/port_events.h"
+
+namespace ringside::daemon {
+
+class LinkEventLog {
+ public:
+  struct Entry {
+    uint64_t seq;
+    collectors::LinkEvent event;
+  };
+  // Transitions per link and direction since the agent started.
+  struct Count {
+    std::string source, device, port;
+    collectors::LinkState to;
+    uint64_t count;
+  };
+
+  explicit LinkEventLog(size_t capacity = 4096) : capacity_(capacity) {}
+
+  void Append(std::vector<collectors::LinkEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
+  // Entries with seq > `after`, oldest first (what the ring still holds).
+  std::vector<Entry> Since(uint64_t after) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<Count> Counts() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Events pushed out of the ring before anyone read them past it.
+  uint64_t evicted() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t last_seq() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::string, collectors::LinkState>;
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  std::deque<Entry> ring_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, uint64_t> counts_ ABSL_GUARDED_BY(mu_);
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Owns the event sources and the thread that waits on them.
+class LinkEventReader {
+ public:
+  // Either source may be null (not available on this host).
+  LinkEventReader(LinkEventLog* log, std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
+                  std::unique_ptr<collectors::VerbsPortWatcher> verbs);
+  ~LinkEventReader();  // stops and joins the thread
+  void Start();
+
+  uint64_t netlink_overflows() const;
+
+ private:
+  void Loop();
+
+  LinkEventLog* log_;
+  std::unique_ptr<collectors::NetlinkLinkWatcher> netlink_;
+  std::unique_ptr<collectors::VerbsPortWatcher> verbs_;
+  int stop_pipe_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_

@@ -1,0 +1,291 @@
+// A fake libnvidia-ml.so.1 for the tests. It exports the entry points ringside declares in
+// collectors/nvml/nvml_types.h, with the same types, so the collector loads it through its real
+// dlopen path. No NVIDIA code: the behaviour is what the reference describes, driven by a config.
+//
+// $RINGSIDE_FAKE_NVML_CONFIG names a text file, read again on every call, so a test changes the
+// GPUs between cycles by rewriting it. One directive per line, '#' starts a comment:
+//
+//   fail <function> <CODE>                 (before any gpu) that function always returns CODE
+//   driver_version <text>
+//   gpu                                    starts the next GPU (index 0, 1, ...)
+//   name <text...> | uuid <text> | pci_bus_id <text> | arch <n>
+//   links <n>                              NVLinks on the device
+//   link_count_field <yes|no>              does field 91 answer (default yes)
+//   down <link>...                         links whose state is DISABLED
+//   down_return <CODE>                     what counter reads of a down link return (NOT_SUPPORTED)
+//   counter <replay|recovery|crc_flit|crc_data|ecc_data> <link|*> <value>   DL counters (0 unset)
+//   field <id> <link|*> <value> [ull|ul|ui|us|sll|si|d]   a per-link field that answers
+//   field_fail <id> <link|*> <CODE>        a per-link field entry that fails
+//   fail <function> <CODE> [<link>]        this GPU's calls of <function> (on <link>) return CODE
+//
+// CODE is a name (NOT_SUPPORTED, UNKNOWN, GPU_IS_LOST, ...) or a number. A field that is not
+// configured answers NOT_SUPPORTED. A bad config line aborts the process, so a typo fails a test.
+//
+// $RINGSIDE_FAKE_NVML_JOURNAL, if set, names a file to which every call appends its function name.
+//
+// Build variants: FAKE_NVML_OMIT_NVLINK_ERROR_COUNTER leaves out a required entry point,
+// FAKE_NVML_OMIT_FIELD_VALUES the optional field-values API.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "collectors/nvml/nvml_types.h"
+#include "tests/fake_nvml/fake_nvml_config.h"
+
+namespace nv = ringside::collectors::nvml;
+using ringside::fake_nvml::Config;
+using ringside::fake_nvml::FailRule;
+using ringside::fake_nvml::FakeGpu;
+using ringside::fake_nvml::kAll;
+using ringside::fake_nvml::kMaxGpus;
+using ringside::fake_nvml::LoadConfig;
+
+// Only the NVML entry points are exported (the target builds with hidden visibility).
+#define FAKE_NVML_EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+struct DeviceSlot {
+  int unused;
+};
+DeviceSlot g_slots[kMaxGpus];
+std::mutex g_mu;
+int g_init_count = 0;  // guarded by g_mu
+
+void Journal(const char* function) {
+  const char* path = std::getenv("RINGSIDE_FAKE_NVML_JOURNAL");
+  if (path == nullptr) return;
+  if (FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "%s\n", function);
+    std::fclose(f);
+  }
+}
+
+// One entry-point call: holds the lock, journals, reads the config, applies `fail` rules.
+class Call {
+ public:
+  explicit Call(const char* function) : lock_(g_mu), function_(function) {
+    Journal(function);
+    cfg_ = LoadConfig();
+  }
+  Config& cfg() { return cfg_; }
+
+  // A configured failure of this function (for `gpu` and `link`), else kSuccess.
+  nv::Return Injected(const FakeGpu* gpu = nullptr, long link = kAll) const {
+    for (const FailRule& f : cfg_.fails) {
+      if (f.function == function_) return f.code;
+    }
+    if (gpu != nullptr) {
+      for (const FailRule& f : gpu->fails) {
+        if (f.function == function_ && (f.link == kAll || link == kAll || f.link == link)) {
+          return f.code;
+        }
+      }
+    }
+    return nv::kSuccess;
+  }
+
+  // The GPU behind a handle, with the checks every device call makes.
+  nv::Return Gpu(nv::Device device, FakeGpu** gpu) {
+    if (g_init_count == 0) return nv::kErrorUninitialized;
+    auto* slot = reinterpret_cast<DeviceSlot*>(device);
+    if (slot < g_slots || slot >= g_slots + kMaxGpus) return nv::kErrorInvalidArgument;
+    size_t index = static_cast<size_t>(slot - g_slots);
+    if (index >= cfg_.gpus.size()) return nv::kErrorGpuIsLost;
+    *gpu = &cfg_.gpus[index];
+    return nv::kSuccess;
+  }
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+  std::string function_;
+  Config cfg_;
+};
+
+nv::Return CopyString(const std::string& s, char* out, unsigned int length) {
+  if (out == nullptr) return nv::kErrorInvalidArgument;
+  if (s.size() + 1 > length) return nv::kErrorInsufficientSize;
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return nv::kSuccess;
+}
+
+[[maybe_unused]] long long NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+extern "C" {
+
+FAKE_NVML_EXPORT nv::Return nvmlInit_v2() {
+  Call call(nv::kInitSymbol);
+  if (nv::Return r = call.Injected(); r != nv::kSuccess) return r;
+  ++g_init_count;
+  return nv::kSuccess;
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlShutdown() {
+  Call call(nv::kShutdownSymbol);
+  if (g_init_count == 0) return nv::kErrorUninitialized;
+  --g_init_count;
+  return nv::kSuccess;
+}
+
+FAKE_NVML_EXPORT const char* nvmlErrorString(nv::Return r) {
+  switch (r) {
+    case nv::kSuccess:
+      return "fake: Success";
+    case nv::kErrorNotSupported:
+      return "fake: Not Supported";
+    case nv::kErrorGpuIsLost:
+      return "fake: GPU is lost";
+    case nv::kErrorDriverNotLoaded:
+      return "fake: Driver Not Loaded";
+    case nv::kErrorUnknown:
+      return "fake: Unknown Error";
+    default:
+      return "fake: some error";
+  }
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  Call call(nv::kSystemGetDriverVersionSymbol);
+  if (g_init_count == 0) return nv::kErrorUninitialized;
+  if (nv::Return r = call.Injected(); r != nv::kSuccess) return r;
+  return CopyString(call.cfg().driver_version, version, length);
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetCount_v2(unsigned int* count) {
+  Call call(nv::kDeviceGetCountSymbol);
+  if (g_init_count == 0) return nv::kErrorUninitialized;
+  if (nv::Return r = call.Injected(); r != nv::kSuccess) return r;
+  if (count == nullptr) return nv::kErrorInvalidArgument;
+  *count = static_cast<unsigned int>(call.cfg().gpus.size());
+  return nv::kSuccess;
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, nv::Device* device) {
+  Call call(nv::kDeviceGetHandleByIndexSymbol);
+  if (g_init_count == 0) return nv::kErrorUninitialized;
+  if (index >= call.cfg().gpus.size() || device == nullptr) return nv::kErrorInvalidArgument;
+  if (nv::Return r = call.Injected(&call.cfg().gpus[index]); r != nv::kSuccess) return r;
+  *device = reinterpret_cast<nv::Device>(&g_slots[index]);
+  return nv::kSuccess;
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetUUID(nv::Device device, char* uuid, unsigned int length) {
+  Call call(nv::kDeviceGetUuidSymbol);
+  FakeGpu* gpu = nullptr;
+  if (nv::Return r = call.Gpu(device, &gpu); r != nv::kSuccess) return r;
+  if (nv::Return r = call.Injected(gpu); r != nv::kSuccess) return r;
+  return CopyString(gpu->uuid, uuid, length);
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetName(nv::Device device, char* name, unsigned int length) {
+  Call call(nv::kDeviceGetNameSymbol);
+  FakeGpu* gpu = nullptr;
+  if (nv::Return r = call.Gpu(device, &gpu); r != nv::kSuccess) return r;
+  if (nv::Return r = call.Injected(gpu); r != nv::kSuccess) return r;
+  return CopyString(gpu->name, name, length);
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetPciInfo_v3(nv::Device device, nv::PciInfo* pci) {
+  Call call(nv::kDeviceGetPciInfoSymbol);
+  FakeGpu* gpu = nullptr;
+  if (nv::Return r = call.Gpu(device, &gpu); r != nv::kSuccess) return r;
+  if (nv::Return r = call.Injected(gpu); r != nv::kSuccess) return r;
+  if (pci == nullptr) return nv::kErrorInvalidArgument;
+  std::memset(pci, 0, sizeof(*pci));
+  std::snprintf(pci->bus_id, sizeof(pci->bus_id), "%s", gpu->pci_bus_id.c_str());
+  std::snprintf(pci->bus_id_legacy, sizeof(pci->bus_id_legacy), "%s", gpu->pci_bus_id.c_str());
+  return nv::kSuccess;
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetArchitecture(nv::Device device, nv::Architecture* arch) {
+  Call call(nv::kDeviceGetArchitectureSymbol);
+  FakeGpu* gpu = nullptr;
+  if (nv::Return r = call.Gpu(device, &gpu); r != nv::kSuccess) return r;
+  if (nv::Return r = call.Injected(gpu); r != nv::kSuccess) return r;
+  if (arch == nullptr) return nv::kErrorInvalidArgument;
+  *arch = gpu->arch;
+  return nv::kSuccess;
+}
+
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetNvLinkState(nv::Device device, unsigned int link,
+                                                     nv::EnableState* active) {
+  Call call(nv::kDeviceGetNvLinkStateSymbol);
+  FakeGpu* gpu = nullptr;
+  if (nv::Return r = call.Gpu(device, &gpu); r != nv::kSuccess) return r;
+  if (link >= gpu->links || active == nullptr) return nv::kErrorInvalidArgument;
+  if (nv::Return r = call.Injected(gpu, link); r != nv::kSuccess) return r;
+  *active = gpu->IsDown(link) ? nv::kFeatureDisabled : nv::kFeatureEnabled;
+  return nv::kSuccess;
+}
+
+#ifndef FAKE_NVML_OMIT_NVLINK_ERROR_COUNTER
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetNvLinkErrorCounter(nv::Device device, unsigned int link,
+                                                            nv::NvLinkErrorCounter counter,
+                                                            unsigned long long* value) {
+  Call call(nv::kDeviceGetNvLinkErrorCounterSymbol);
+  FakeGpu* gpu = nullptr;
+  if (nv::Return r = call.Gpu(device, &gpu); r != nv::kSuccess) return r;
+  if (link >= gpu->links || counter < 0 || counter > nv::kDlEccData || value == nullptr) {
+    return nv::kErrorInvalidArgument;
+  }
+  if (nv::Return r = call.Injected(gpu, link); r != nv::kSuccess) return r;
+  if (gpu->IsDown(link) && gpu->down_return != nv::kSuccess) return gpu->down_return;
+  auto it = gpu->counters.find({static_cast<long>(link), counter});
+  if (it == gpu->counters.end()) it = gpu->counters.find({kAll, counter});
+  *value = it == gpu->counters.end() ? 0 : it->second;
+  return nv::kSuccess;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_FIELD_VALUES
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetFieldValues(nv::Device device, int count,
+                                                     nv::FieldValue* values) {
+  Call call(nv::kDeviceGetFieldValuesSymbol);
+  FakeGpu* gpu = nullptr;
+  if (nv::Return r = call.Gpu(device, &gpu); r != nv::kSuccess) return r;
+  if (count <= 0 || values == nullptr) return nv::kErrorInvalidArgument;
+  if (nv::Return r = call.Injected(gpu); r != nv::kSuccess) return r;
+  const long long now = NowMicros();
+  for (int i = 0; i < count; ++i) {
+    nv::FieldValue& v = values[i];
+    v.timestamp = now;
+    v.latency_usec = 0;
+    if (v.field_id == nv::kFieldNvLinkLinkCount) {
+      v.nvml_return = gpu->link_count_field ? nv::kSuccess : nv::kErrorNotSupported;
+      v.value_type = nv::kValueUnsignedInt;
+      v.value.ui = gpu->links;
+      continue;
+    }
+    if (v.scope_id >= gpu->links) {
+      v.nvml_return = nv::kErrorInvalidArgument;
+      continue;
+    }
+    auto it = gpu->fields.find({v.field_id, static_cast<long>(v.scope_id)});
+    if (it == gpu->fields.end()) it = gpu->fields.find({v.field_id, kAll});
+    if (it == gpu->fields.end()) {
+      v.nvml_return = nv::kErrorNotSupported;
+      continue;
+    }
+    if (it->second.ret == nv::kSuccess && gpu->IsDown(v.scope_id) &&
+        gpu->down_return != nv::kSuccess) {
+      v.nvml_return = gpu->down_return;
+      continue;
+    }
+    v.nvml_return = it->second.ret;
+    v.value_type = it->second.type;
+    v.value = it->second.value;
+  }
+  return nv::kSuccess;
+}
+#endif
+
+}  // extern "C"
