@@ -461,7 +461,7 @@ RenderResult RunRender(const daemon::AgentSnapshot& snap, int renders) {
   const absl::Time deadline = absl::Now() + kPhaseCap;
   Cpu start = ProcessCpu();
   for (int i = 0; i < renders; ++i) {
-    text = serializer.Serialize(daemon::SnapshotToFamilies(snap, "bench"));
+    text = serializer.Serialize(daemon::SnapshotToFamilies(snap, daemon::ExpositionOptions{"bench"}));
     ++r.renders;
     if (absl::Now() > deadline) break;
   }

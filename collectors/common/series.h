@@ -55,7 +55,7 @@ struct SeriesDef {
   Unit unit = Unit::kCount;
   // For counters that saturate at all-ones rather than wrap (IB PMA counters).
   bool saturates = false;
-  // The traffic priority (0-7) of a per-priority series (ethtool `rx_prio3_pause`); -1 if none.
+  // The traffic priority of a per-priority series (ethtool `rx_prio3_pause` → 3); -1 if none.
   int8_t priority = -1;
 };
 

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "collectors/ethtool/ethtool_names.h"
 #include "collectors/nvml/nvml_collector.h"
 #include "daemon/agent/metric_catalog.h"
 #include "prometheus/client_metric.h"
@@ -56,8 +58,10 @@ struct PortRef {
 
 }  // namespace
 
-std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const std::string& version,
-                                             const LinkEventLog* links) {
+std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
+                                             const ExpositionOptions& options) {
+  const std::string& version = options.version;
+  const LinkEventLog* links = options.links;
   FamilySet out;
   const std::string& node = snap.node;
 
@@ -82,14 +86,19 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
     for (size_t i = 0; i < defs.size() && i < cs.values.size(); ++i) {
       if (cs.values[i].status != ValueStatus::kOk) continue;
       const SeriesDef& def = defs[i];
-      const MetricSpec* spec = FindMetricSpec(def.source, def.counter);
+      // Driver statistics are matched by their name template (rx_prio3_pause → rx_prio<N>_pause).
+      const MetricSpec* spec =
+          def.source == "ethtool"
+              ? FindMetricSpec(def.source, collectors::EthtoolNameTemplate(def.counter))
+              : FindMetricSpec(def.source, def.counter);
       if (spec == nullptr) continue;
+      if (def.source == "ethtool" && spec->counter == "*" && !options.ethtool_all) continue;
       std::vector<ClientMetric::Label> labels;
       labels.push_back({"node", node});
       if (def.source == "nvlink") {
         labels.push_back({"gpu", def.device});
         labels.push_back({"link", def.port});
-      } else if (def.source == "netdev") {
+      } else if (def.source == "netdev" || def.source == "ethtool") {
         labels.push_back({"netdev", def.device});
         if (auto it = netdev_to_port.find(def.device); it != netdev_to_port.end()) {
           labels.push_back({"device", it->second.device});
@@ -99,6 +108,7 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
         labels.push_back({"device", def.device});
         if (!def.port.empty()) labels.push_back({"port", def.port});
       }
+      if (def.priority >= 0) labels.push_back({"priority", absl::StrCat(def.priority)});
       if (spec->counter == "*") labels.push_back({"counter", def.counter});
       // NVML's packed bit-error rates are decoded; everything else is raw x scale.
       const double value = def.unit == collectors::Unit::kPackedBer
@@ -126,6 +136,14 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
         labels.push_back({"gpu", info.device});
         for (const auto& [key, value] : info.labels) labels.push_back({key, value});
         out.Add(AgentFamily("ringside_gpu_info"), std::move(labels), 1);
+      } else if (info.source == "ethtool_caps") {
+        labels.push_back({"netdev", info.device});
+        if (auto it = netdev_to_port.find(info.device); it != netdev_to_port.end()) {
+          labels.push_back({"device", it->second.device});
+          labels.push_back({"port", it->second.port});
+        }
+        for (const auto& [key, value] : info.labels) labels.push_back({key, value});
+        out.Add(AgentFamily("ringside_ethtool_capabilities_info"), std::move(labels), 1);
       } else if (info.source == "netdev") {
         labels.push_back({"netdev", info.device});
         if (auto it = netdev_to_port.find(info.device); it != netdev_to_port.end()) {
@@ -187,7 +205,7 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap, const st
 std::vector<MetricFamily> SnapshotCollectable::Collect() const {
   std::shared_ptr<const AgentSnapshot> snap = sampler_->Latest();
   if (!snap) return {};
-  return SnapshotToFamilies(*snap, version_, links_);
+  return SnapshotToFamilies(*snap, options_);
 }
 
 }  // namespace ringside::daemon

@@ -16,24 +16,28 @@
 
 namespace ringside::daemon {
 
+struct ExpositionOptions {
+  std::string version;
+  // Adds the link-transition counters when set.
+  const LinkEventLog* links = nullptr;
+  // Export every ethtool statistic (mlx5 has thousands, mostly per ring) instead of the catalog's.
+  bool ethtool_all = false;
+};
+
 class SnapshotCollectable final : public prometheus::Collectable {
  public:
-  // `links` (optional) adds the link-transition counters.
-  SnapshotCollectable(const Sampler* sampler, std::string version,
-                      const LinkEventLog* links = nullptr)
-      : sampler_(sampler), version_(std::move(version)), links_(links) {}
+  SnapshotCollectable(const Sampler* sampler, ExpositionOptions options)
+      : sampler_(sampler), options_(std::move(options)) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const Sampler* sampler_;
-  std::string version_;
-  const LinkEventLog* links_;
+  ExpositionOptions options_;
 };
 
 // The same families for a given snapshot (what Collect() returns for the latest one).
 std::vector<prometheus::MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
-                                                         const std::string& version,
-                                                         const LinkEventLog* links = nullptr);
+                                                         const ExpositionOptions& options);
 
 }  // namespace ringside::daemon
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "collectors/ethtool/ethtool_collector.h"
 #include "collectors/infiniband/infiniband_collector.h"
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_collector.h"
@@ -43,6 +44,11 @@ ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(),
           "Stop after this long (default: until SIGINT/SIGTERM).");
 ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "The NVML library to load for NVLink state and errors; empty to leave NVLink off.");
+ABSL_FLAG(std::string, ethtool_source, "ioctl",
+          "Where driver statistics come from: ioctl (SIOCETHTOOL), dir:PATH (`ethtool -S` dumps, "
+          "one file per interface), or off.");
+ABSL_FLAG(bool, ethtool_all_metrics, false,
+          "Export every driver statistic on /metrics, not only the catalog's (mlx5 has thousands).");
 ABSL_FLAG(bool, link_events, true,
           "Watch netlink (and libibverbs, where it finds devices) for link transitions.");
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
@@ -99,6 +105,20 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<ringside::collectors::Collector>> collectors;
   collectors.push_back(std::make_unique<ringside::collectors::InfinibandCollector>(ib));
   collectors.push_back(std::make_unique<ringside::collectors::NetdevCollector>(nd));
+  const std::string ethtool_source = absl::GetFlag(FLAGS_ethtool_source);
+  if (ethtool_source != "off") {
+    absl::StatusOr<ringside::collectors::EthtoolSource> src =
+        ringside::collectors::ParseEthtoolSource(ethtool_source);
+    if (!src.ok()) {
+      std::fprintf(stderr, "ringside-agent: --ethtool-source: %s\n", src.status().ToString().c_str());
+      return 2;
+    }
+    ringside::collectors::EthtoolOptions eth;
+    eth.sysfs_root = ib.sysfs_root;
+    eth.source = *src;
+    eth.rediscover_interval = ib.rediscover_interval;
+    collectors.push_back(std::make_unique<ringside::collectors::EthtoolCollector>(eth));
+  }
   const std::string nvml_library = absl::GetFlag(FLAGS_nvml_library);
   if (!nvml_library.empty()) {
     ringside::collectors::NvmlOptions nv;
@@ -155,8 +175,11 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<prometheus::Exposer> exposer;
-  auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(
-      &sampler, RINGSIDE_VERSION, link_reader ? &link_log : nullptr);
+  ringside::daemon::ExpositionOptions eo;
+  eo.version = RINGSIDE_VERSION;
+  eo.links = link_reader ? &link_log : nullptr;
+  eo.ethtool_all = absl::GetFlag(FLAGS_ethtool_all_metrics);
+  auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(&sampler, eo);
   const std::string listen = absl::GetFlag(FLAGS_listen);
   if (!listen.empty()) {
     try {

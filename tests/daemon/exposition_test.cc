@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "collectors/ethtool/ethtool_collector.h"
 #include "collectors/infiniband/infiniband_collector.h"
 #include "collectors/netdev/netdev_collector.h"
 #include "prometheus/text_serializer.h"
@@ -40,7 +41,7 @@ class ExpositionTest : public ::testing::Test {
         std::make_unique<collectors::NetdevCollector>(collectors::NetdevOptions{tmp_.path()}));
     sampler_ = std::make_unique<Sampler>(SamplerOptions{"gpu-node-17"}, std::move(cs));
     sampler_->RunOnce();
-    SnapshotCollectable collectable(sampler_.get(), "1.2.3");
+    SnapshotCollectable collectable(sampler_.get(), ExpositionOptions{"1.2.3"});
     text_ = prometheus::TextSerializer().Serialize(collectable.Collect());
     return testing::ParsePromText(text_);
   }
@@ -111,9 +112,54 @@ TEST_F(ExpositionTest, FailedReadsAreNotExportedButCounted) {
   EXPECT_EQ(build.size(), 1u);
 }
 
+// PFC per priority from `ethtool -S` dumps: a priority label, durations in seconds, joined to the
+// RoCE port; uncatalogued per-ring statistics stay off /metrics unless asked for.
+TEST_F(ExpositionTest, EthtoolPfcSeriesWithPriorityAndRdmaPort) {
+  const std::string dumps = tmp_.path() + "/ethtool";
+  ASSERT_TRUE(w_.WriteFile("ethtool/ens1f0np0",
+                           "NIC statistics:\n     rx_prio3_pause: 12\n     tx_prio3_pause: 400\n"
+                           "     tx_prio3_pause_duration: 2500000\n"
+                           "     tx_pause_storm_error_events: 1\n     rx0_packets: 77\n")
+                  .ok());
+  auto scrape = [&](bool all) {
+    std::vector<std::unique_ptr<collectors::Collector>> cs;
+    cs.push_back(std::make_unique<collectors::NetdevCollector>(
+        collectors::NetdevOptions{tmp_.path()}));
+    collectors::EthtoolOptions eo;
+    eo.sysfs_root = tmp_.path();
+    eo.source = *collectors::ParseEthtoolSource("dir:" + dumps);
+    cs.push_back(std::make_unique<collectors::EthtoolCollector>(eo));
+    Sampler sampler(SamplerOptions{"n"}, std::move(cs));
+    auto snap = sampler.RunOnce();
+    ExpositionOptions opts{"v"};
+    opts.ethtool_all = all;
+    return testing::ParsePromText(
+        prometheus::TextSerializer().Serialize(SnapshotToFamilies(*snap, opts)));
+  };
+  testing::PromText p = scrape(false);
+  auto tx = p.Find("ringside_pfc_tx_pause_duration_seconds_total",
+                   {{"netdev", "ens1f0np0"}, {"priority", "3"}});
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_DOUBLE_EQ(tx[0].value, 2.5);
+  EXPECT_EQ(tx[0].labels["device"], "mlx5_8");
+  EXPECT_EQ(tx[0].labels["port"], "1");
+  auto frames = p.Find("ringside_pfc_rx_pause_frames_total", {{"priority", "3"}});
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_DOUBLE_EQ(frames[0].value, 12);
+  EXPECT_EQ(p.Find("ringside_ethtool_tx_pause_storm_error_events_total").size(), 1u);
+  EXPECT_TRUE(p.Find("ringside_ethtool_other_statistic_total").empty());
+  auto caps = p.Find("ringside_ethtool_capabilities_info", {{"netdev", "ens1f0np0"}});
+  ASSERT_EQ(caps.size(), 1u);
+  EXPECT_EQ(caps[0].labels["pfc_priorities"].find('3') != std::string::npos, true)
+      << caps[0].labels["pfc_priorities"];
+  testing::PromText all = scrape(true);
+  EXPECT_EQ(all.Find("ringside_ethtool_other_statistic_total", {{"counter", "rx0_packets"}}).size(),
+            1u);
+}
+
 TEST_F(ExpositionTest, NoSnapshotYetMeansNoFamilies) {
   Sampler empty(SamplerOptions{"n"}, {});
-  SnapshotCollectable collectable(&empty, "x");
+  SnapshotCollectable collectable(&empty, ExpositionOptions{"x"});
   EXPECT_TRUE(collectable.Collect().empty());
 }
 

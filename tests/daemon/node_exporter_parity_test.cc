@@ -59,7 +59,7 @@ testing::PromText OurMetrics(const std::string& sys) {
   cs.push_back(std::make_unique<collectors::NetdevCollector>(collectors::NetdevOptions{sys}));
   Sampler sampler(SamplerOptions{"node-a"}, std::move(cs));
   auto snap = sampler.RunOnce();
-  std::string text = prometheus::TextSerializer().Serialize(SnapshotToFamilies(*snap, "test"));
+  std::string text = prometheus::TextSerializer().Serialize(SnapshotToFamilies(*snap, ExpositionOptions{"test"}));
   std::vector<std::string> bad;
   testing::PromText parsed = testing::ParsePromText(text, &bad);
   EXPECT_TRUE(bad.empty()) << bad[0];
