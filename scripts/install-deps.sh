@@ -11,7 +11,7 @@ PACKAGES=(
   rdma-core libibverbs-dev libibumad-dev libibmad-dev infiniband-diags
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus prometheus-node-exporter
-  iproute2 ethtool procps
+  iproute2 ethtool procps openssl
 )
 
 missing=()
