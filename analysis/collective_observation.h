@@ -1,0 +1,34 @@
+// One rank's view of one collective or point-to-point operation, as the detectors see it
+// (converted from ringside.v1 CollectiveRecord by the aggregator or the trace importer).
+#ifndef RINGSIDE_ANALYSIS_COLLECTIVE_OBSERVATION_H_
+#define RINGSIDE_ANALYSIS_COLLECTIVE_OBSERVATION_H_
+
+#include <cstdint>
+#include <string>
+
+namespace ringside::analysis {
+
+struct CollectiveObservation {
+  std::string job;
+  uint64_t comm_id = 0;
+  std::string comm_name;
+  uint32_t rank = 0;    // in the communicator
+  uint32_t nranks = 0;
+  int64_t global_rank = -1;  // in the job, when known
+  std::string function;
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  int64_t start_ns = 0;  // GPU kernel start (earliest over channels), the rank's own clock
+  int64_t stop_ns = 0;   // GPU kernel stop (latest over channels)
+  std::string host;      // the node
+  uint32_t pid = 0;
+  bool clock_synchronized = false;
+  int32_t peer = -1;     // point-to-point: the peer rank; -1 for a collective
+
+  bool is_p2p() const { return peer >= 0; }
+  int64_t duration_ns() const { return stop_ns > start_ns ? stop_ns - start_ns : 0; }
+};
+
+}  // namespace ringside::analysis
+
+#endif  // RINGSIDE_ANALYSIS_COLLECTIVE_OBSERVATION_H_

@@ -1,0 +1,134 @@
+// Stragglers, culprit not victim.
+//
+// In a collective every rank waits for the last one to arrive, so the late rank shows the
+// *shortest* kernel time and the others the longest. Per communicator and per collective instance
+// (communicator, function, sequence number) the detector finds the rank that arrived last and by
+// how much (the gap to the second-last arrival: from arrival times when every rank's clock is
+// marked synchronised, else from kernel durations, each measured on the rank's own clock).
+//
+// A rank is a straggler when, over the last `window` instances of its communicator,
+//  - it arrived last by a clear margin (gap ≥ max(min_margin, min_margin_ratio × the instance's
+//    own collective time)) in at least `min_last_fraction` of them, and at least `min_count`;
+//  - the time the others spent waiting for it is at least `min_wait_fraction` of the window's
+//    wall time (a rank that is consistently 10 ms late in a 3 s iteration costs nothing);
+//  - and it is not itself waiting on someone else: a rank that spends at least
+//    `victim_wait_fraction` of that time blocked in point-to-point transfers (a pipeline stage
+//    waiting on the stage before it) is a victim, not the culprit — the culprit is upstream.
+// It resolves when it was last by a margin in at most `resolve_fraction` of the last `window`.
+//
+// job_slowdown: per (communicator, function, size class) the collective's own time (the shortest
+// kernel time of an instance: pure transfer, nobody waiting) against the job's baseline (median
+// of its first `baseline_instances`); slower by `slowdown_ratio` over `slowdown_window` instances
+// with no straggler open anywhere in the job (a culprit explains the slowdown). It resolves below `slowdown_resolve_ratio`.
+#ifndef RINGSIDE_ANALYSIS_STRAGGLER_DETECTOR_H_
+#define RINGSIDE_ANALYSIS_STRAGGLER_DETECTOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "analysis/collective_observation.h"
+#include "analysis/finding.h"
+
+namespace ringside::analysis {
+
+struct StragglerOptions {
+  int window = 20;                  // N: instances per communicator judged together
+  int min_count = 6;                // at least this many late arrivals in the window
+  double min_last_fraction = 0.6;   // ... and at least this fraction of the window
+  double resolve_fraction = 0.2;    // resolved when late in at most this fraction of a full window
+  absl::Duration min_margin = absl::Microseconds(200);
+  double min_margin_ratio = 0.5;    // gap ≥ ratio × the instance's collective time
+  double min_wait_fraction = 0.02;  // others' wait ≥ 2 % of the window's wall time
+  double victim_wait_fraction = 0.25;
+  size_t max_pending_per_comm = 4096;  // instances waiting for their last rank
+  absl::Duration pending_timeout = absl::Minutes(5);
+
+  int baseline_instances = 20;
+  int slowdown_window = 10;
+  double slowdown_ratio = 1.5;
+  double slowdown_resolve_ratio = 1.2;
+  absl::Duration slowdown_min_delta = absl::Milliseconds(1);
+};
+
+class StragglerDetector {
+ public:
+  explicit StragglerDetector(StragglerOptions options = {}) : options_(options) {}
+
+  // Feeds one record; appends findings (opened, updated on change of score, resolved).
+  void Observe(const CollectiveObservation& obs, std::vector<Finding>& out);
+  // Drops instances whose ranks never all reported (a rank died, records were lost).
+  void Expire(absl::Time now);
+
+  uint64_t instances_completed() const { return completed_; }
+  uint64_t instances_expired() const { return expired_; }
+
+ private:
+  struct Arrival {
+    bool seen = false;
+    int64_t start_ns = 0;
+    int64_t duration_ns = 0;
+    bool synced = false;
+  };
+  struct Pending {
+    std::vector<Arrival> ranks;
+    uint32_t seen = 0;
+    int64_t first_ns = 0;
+    uint64_t bytes = 0;
+  };
+  struct Judged {
+    int32_t last_rank = -1;  // -1: no clear late arrival
+    int64_t gap_ns = 0;
+    int64_t end_ns = 0;      // when the instance completed (latest stop)
+    int64_t begin_ns = 0;    // earliest start
+  };
+  struct Worker {
+    std::string host;
+    int64_t global_rank = -1;
+    uint32_t pid = 0;
+  };
+  struct SizeClass {
+    std::vector<double> baseline;  // collective times (s) of the first instances
+    std::deque<double> recent;
+    bool active = false;
+  };
+  struct Comm {
+    std::string job;
+    std::string name;
+    uint32_t nranks = 0;
+    std::map<std::pair<std::string, uint64_t>, Pending> pending;  // (function, seq)
+    std::deque<Judged> window;
+    std::vector<Worker> workers;  // by comm rank
+    int32_t flagged = -1;         // comm rank with an open straggler finding
+    double flagged_score = 0;
+    std::map<std::tuple<std::string, int>, SizeClass> sizes;  // (function, log2 bytes)
+  };
+  // Point-to-point time of one worker, recent.
+  struct P2pLog {
+    std::deque<std::pair<int64_t, int64_t>> spans;  // (end_ns, duration_ns)
+  };
+
+  void Complete(Comm& comm, const std::string& function, const Pending& p, std::vector<Finding>& out);
+  void Judge(Comm& comm, std::vector<Finding>& out);
+  void JudgeSlowdown(Comm& comm, const std::string& function, const Pending& p, int64_t base_ns,
+                     int64_t end_ns, std::vector<Finding>& out);
+  double P2pWaitFraction(const Worker& w, const std::string& job, int64_t from_ns,
+                         int64_t to_ns) const;
+  std::map<std::string, std::string> EntityOf(const Comm& comm, uint32_t rank) const;
+  static std::string WorkerKey(const std::string& job, const Worker& w);
+
+  StragglerOptions options_;
+  std::map<std::pair<std::string, uint64_t>, Comm> comms_;  // (job, comm_id)
+  std::map<std::string, P2pLog> p2p_;                        // worker key
+  std::map<std::string, int> open_stragglers_;               // job → stragglers open in it
+  uint64_t completed_ = 0;
+  uint64_t expired_ = 0;
+};
+
+}  // namespace ringside::analysis
+
+#endif  // RINGSIDE_ANALYSIS_STRAGGLER_DETECTOR_H_
