@@ -125,15 +125,19 @@ void InfinibandCollector::DiscoverPort(const std::string& device, const std::str
 }
 
 void InfinibandCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleErrors& errors) {
-  absl::StatusOr<std::vector<DeviceKey>> devices = ListDevices();
-  if (!devices.ok()) {
-    errors.Add(devices.status());
-    devices = std::vector<DeviceKey>{};
-  }
-  if (*devices != devices_ || now - last_discovery_ >= options_.rediscover_interval) {
-    devices_ = *devices;
-    last_discovery_ = now;
-    Discover(devices_);
+  if (now - last_device_check_ >= options_.device_check_interval ||
+      now - last_discovery_ >= options_.rediscover_interval) {
+    last_device_check_ = now;
+    absl::StatusOr<std::vector<DeviceKey>> devices = ListDevices();
+    if (!devices.ok()) {
+      errors.Add(devices.status());
+      devices = std::vector<DeviceKey>{};
+    }
+    if (*devices != devices_ || now - last_discovery_ >= options_.rediscover_interval) {
+      devices_ = *devices;
+      last_discovery_ = now;
+      Discover(devices_);
+    }
   }
 
   out.collector = std::string(name());
@@ -187,7 +191,7 @@ void InfinibandCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleE
     v.status = ValueStatus::kOk;
   }
   // A file that vanished means the device or port changed: look again next cycle.
-  if (lost_device) last_discovery_ = absl::InfinitePast();
+  if (lost_device) last_discovery_ = last_device_check_ = absl::InfinitePast();
 }
 
 }  // namespace ringside::collectors

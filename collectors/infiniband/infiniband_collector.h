@@ -22,6 +22,9 @@ struct InfinibandOptions {
   // unchanged (a driver can add hw_counters at runtime). Device arrivals and departures are seen
   // every cycle.
   absl::Duration rediscover_interval = absl::Seconds(30);
+  // How often the device list itself is read (opendir of class/infiniband). A device that
+  // vanishes shows sooner, as a failed read of its files; one that arrives waits for this.
+  absl::Duration device_check_interval = absl::Seconds(1);
 };
 
 class InfinibandCollector final : public Collector {
@@ -53,6 +56,7 @@ class InfinibandCollector final : public Collector {
   std::string class_dir_;
   std::vector<DeviceKey> devices_;
   absl::Time last_discovery_ = absl::InfinitePast();
+  absl::Time last_device_check_ = absl::InfinitePast();
   std::shared_ptr<const SeriesTable> table_;
   std::vector<Polled> polled_;  // parallel to table_->defs
 };

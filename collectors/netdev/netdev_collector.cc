@@ -145,21 +145,25 @@ void NetdevCollector::Discover(const std::vector<IfKey>& interfaces) {
 }
 
 void NetdevCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleErrors& errors) {
-  std::vector<IfKey> interfaces;
-  absl::StatusOr<std::vector<DirEntry>> entries = fs_->List(class_dir_);
-  if (entries.ok()) {
-    for (const DirEntry& e : *entries) {
-      if (e.is_dir) interfaces.push_back(IfKey{e.name, e.inode});
+  if (now - last_device_check_ >= options_.device_check_interval ||
+      now - last_discovery_ >= options_.rediscover_interval) {
+    last_device_check_ = now;
+    std::vector<IfKey> interfaces;
+    absl::StatusOr<std::vector<DirEntry>> entries = fs_->List(class_dir_);
+    if (entries.ok()) {
+      for (const DirEntry& e : *entries) {
+        if (e.is_dir) interfaces.push_back(IfKey{e.name, e.inode});
+      }
+    } else if (!absl::IsNotFound(entries.status())) {
+      errors.Add(entries.status());
     }
-  } else if (!absl::IsNotFound(entries.status())) {
-    errors.Add(entries.status());
-  }
-  std::sort(interfaces.begin(), interfaces.end(),
-            [](const IfKey& a, const IfKey& b) { return a.name < b.name; });
-  if (interfaces != interfaces_ || now - last_discovery_ >= options_.rediscover_interval) {
-    interfaces_ = std::move(interfaces);
-    last_discovery_ = now;
-    Discover(interfaces_);
+    std::sort(interfaces.begin(), interfaces.end(),
+              [](const IfKey& a, const IfKey& b) { return a.name < b.name; });
+    if (interfaces != interfaces_ || now - last_discovery_ >= options_.rediscover_interval) {
+      interfaces_ = std::move(interfaces);
+      last_discovery_ = now;
+      Discover(interfaces_);
+    }
   }
 
   out.collector = std::string(name());
@@ -210,7 +214,7 @@ void NetdevCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleError
     v.raw = *parsed;
     v.status = ValueStatus::kOk;
   }
-  if (lost) last_discovery_ = absl::InfinitePast();
+  if (lost) last_discovery_ = last_device_check_ = absl::InfinitePast();
 }
 
 }  // namespace ringside::collectors

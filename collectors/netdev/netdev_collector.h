@@ -20,6 +20,8 @@ namespace ringside::collectors {
 struct NetdevOptions {
   std::string sysfs_root = "/sys";
   absl::Duration rediscover_interval = absl::Seconds(30);
+  // How often class/net itself is listed (see InfinibandOptions::device_check_interval).
+  absl::Duration device_check_interval = absl::Seconds(1);
 };
 
 // A netdev's RDMA device and port.
@@ -63,6 +65,7 @@ class NetdevCollector final : public Collector {
   std::string class_dir_;
   std::vector<IfKey> interfaces_;
   absl::Time last_discovery_ = absl::InfinitePast();
+  absl::Time last_device_check_ = absl::InfinitePast();
   std::shared_ptr<const SeriesTable> table_;
   std::vector<Polled> polled_;
 };

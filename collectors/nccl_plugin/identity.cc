@@ -1,0 +1,93 @@
+#include "collectors/nccl_plugin/identity.h"
+
+#include <sys/timex.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace ringside::collectors {
+
+bool JobIdFromEnvironment(FixedString<kJobIdSize>* job_id) noexcept {
+  for (const char* name : {"RINGSIDE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    const char* value = ::getenv(name);
+    if (value != nullptr && value[0] != '\0') {
+      job_id->Set(value);
+      if (!job_id->empty()) return true;
+    }
+  }
+  return false;
+}
+
+void ResolveJobId(const char* comm_name, uint64_t comm_id, FixedString<kJobIdSize>* job_id) noexcept {
+  if (JobIdFromEnvironment(job_id)) return;
+  if (comm_name != nullptr && comm_name[0] != '\0') {
+    job_id->Set(comm_name);
+    if (!job_id->empty()) return;
+  }
+  char buf[32] = "comm-";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) buf[5 + i] = kHex[(comm_id >> (60 - 4 * i)) & 0xf];
+  buf[21] = '\0';
+  job_id->Set(buf);
+}
+
+void HostName(FixedString<kHostSize>* host) noexcept {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') {
+    host->Set("localhost");
+    return;
+  }
+  host->Set(buf);
+  if (host->empty()) host->Set("localhost");
+}
+
+bool SystemClockSynchronized() noexcept {
+  struct timex tx = {};
+  const int state = ::adjtimex(&tx);
+  return state >= 0 && state != TIME_ERROR && (tx.status & STA_UNSYNC) == 0;
+}
+
+uint32_t DatatypeSize(const char* t) noexcept {
+  if (t == nullptr) return 0;
+  if (t[0] == 'n' && t[1] == 'c' && t[2] == 'c' && t[3] == 'l') t += 4;
+  const char* p = t;
+  while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')) ++p;
+  if (*p >= '0' && *p <= '9') {
+    uint32_t bits = 0;
+    for (int i = 0; i < 3 && *p >= '0' && *p <= '9'; ++i, ++p) bits = bits * 10 + (*p - '0');
+    switch (bits) {
+      case 8: return 1;
+      case 16: return 2;
+      case 32: return 4;
+      case 64: return 8;
+      default: return 0;
+    }
+  }
+  if (*p != '\0') return 0;
+  const auto is = [&](const char* name) {
+    const char* a = t;
+    const char* b = name;
+    while (*a != '\0' && *a == *b) ++a, ++b;
+    return *a == '\0' && *b == '\0';
+  };
+  if (is("Char")) return 1;
+  if (is("Half")) return 2;
+  if (is("Int") || is("Float")) return 4;
+  if (is("Double")) return 8;
+  return 0;
+}
+
+int64_t RealtimeNanos() noexcept {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t MonotonicNanos() noexcept {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace ringside::collectors

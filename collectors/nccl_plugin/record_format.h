@@ -1,0 +1,178 @@
+// The collective-record wire format between libringside_nccl.so and ringside-agent: a small,
+// versioned, fixed-size binary format (docs/collective-record.md).
+//
+//   frame   = batch header (96 bytes) + record_count × record (352 bytes each)
+//   numbers = little-endian; strings = fixed fields, NUL-terminated, zero-padded, UTF-8 without
+//             control characters
+//
+// This file is plain C++ with no Abseil or protobuf, no exceptions and no allocation: the plugin
+// (which lives inside training processes with their own copies of those libraries) compiles it in.
+// The agent wraps it with record_proto.h. The decoder is strict: it accepts exactly the bytes the
+// encoder can produce (a canonical encoding), so anything it accepts re-encodes to the same bytes.
+#ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_RECORD_FORMAT_H_
+#define RINGSIDE_COLLECTORS_NCCL_PLUGIN_RECORD_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ringside::collectors {
+
+// --- Constants of version 1 ----------------------------------------------------------------------
+
+inline constexpr uint32_t kBatchMagic = 0x42435352;   // bytes "RSCB"
+inline constexpr uint32_t kRecordMagic = 0x52435352;  // bytes "RSCR"
+inline constexpr uint16_t kRecordFormatVersion = 1;
+inline constexpr size_t kBatchHeaderSize = 96;
+inline constexpr size_t kRecordSize = 352;
+// The most records one batch may carry, hence the largest frame a reader must buffer.
+inline constexpr uint32_t kMaxRecordsPerBatch = 256;
+inline constexpr size_t kMaxFrameSize = kBatchHeaderSize + kMaxRecordsPerBatch * kRecordSize;
+
+// Record flags.
+inline constexpr uint32_t kRecordFlagClockSynchronized = 1u << 0;  // host clock NTP-synchronised
+inline constexpr uint32_t kRecordFlagKernelTimes = 1u << 1;  // kernel start/stop are present
+inline constexpr uint32_t kRecordKnownFlags = kRecordFlagClockSynchronized | kRecordFlagKernelTimes;
+
+// String field sizes, terminating NUL included (so a job id holds at most 63 bytes).
+inline constexpr size_t kJobIdSize = 64;
+inline constexpr size_t kCommNameSize = 64;
+inline constexpr size_t kHostSize = 64;
+inline constexpr size_t kFunctionSize = 32;
+inline constexpr size_t kAlgorithmSize = 32;
+inline constexpr size_t kProtocolSize = 16;
+
+// Bounds past which a value is absurd and the record is rejected.
+inline constexpr uint32_t kMaxRanks = 1u << 24;
+inline constexpr uint32_t kMaxPid = 1u << 22;         // PID_MAX_LIMIT on 64-bit Linux
+inline constexpr uint32_t kMaxChannels = 255;         // NCCL's nChannels is a uint8_t
+inline constexpr uint64_t kMaxBytes = 1ull << 50;     // 1 PiB in one collective
+inline constexpr int64_t kMaxUnixNanos = 7258118400ll * 1000000000ll;  // 2200-01-01
+inline constexpr int64_t kMaxKernelNanos = 86400ll * 1000000000ll;     // one day
+inline constexpr uint64_t kMaxDroppedPerBatch = 1ull << 48;
+
+// --- Fixed string fields -------------------------------------------------------------------------
+
+// A bounded string that is always valid on the wire: NUL-terminated, zero-padded, UTF-8, no
+// control characters. Set() truncates at a character boundary and replaces control characters and
+// invalid UTF-8 bytes with '?', so whatever the plugin is given it never sends a record the agent
+// must reject.
+template <size_t N>
+class FixedString {
+ public:
+  static constexpr size_t kCapacity = N - 1;
+
+  void Set(const char* s) noexcept { Set(s, s == nullptr ? 0 : ::strnlen(s, 4 * N)); }
+  void Set(const char* s, size_t len) noexcept;
+  void Clear() noexcept { std::memset(bytes_, 0, N); }
+
+  const char* c_str() const noexcept { return bytes_; }
+  size_t size() const noexcept { return ::strnlen(bytes_, N); }
+  bool empty() const noexcept { return bytes_[0] == '\0'; }
+  // The N bytes as they go on the wire.
+  const char* bytes() const noexcept { return bytes_; }
+  char* mutable_bytes() noexcept { return bytes_; }
+
+  friend bool operator==(const FixedString& a, const FixedString& b) noexcept {
+    return std::memcmp(a.bytes_, b.bytes_, N) == 0;
+  }
+
+ private:
+  char bytes_[N] = {};
+};
+
+// Copies `len` bytes of `src` into `dst[n]` as a canonical field (see FixedString). Returns the
+// number of bytes written before the NUL.
+size_t CopySanitized(char* dst, size_t n, const char* src, size_t len) noexcept;
+
+template <size_t N>
+void FixedString<N>::Set(const char* s, size_t len) noexcept {
+  CopySanitized(bytes_, N, s, len);
+}
+
+// --- Logical contents ----------------------------------------------------------------------------
+
+// One collective on one rank (DESIGN.md "Plugin → agent"; ringside.v1.CollectiveRecord).
+struct CollectiveRecordFields {
+  uint32_t flags = 0;  // kRecordFlag*
+  uint32_t rank = 0;
+  uint32_t nranks = 0;
+  uint32_t pid = 0;
+  uint64_t comm_id = 0;  // NCCL commHash/commId: the same on every rank of the communicator
+  uint64_t seq = 0;      // NCCL seqNumber: per communicator per collective type, 0-based
+  uint64_t bytes = 0;    // count × element size
+  int64_t kernel_start_unix_nanos = 0;  // earliest KernelCh start (0 without kKernelTimes)
+  int64_t kernel_stop_unix_nanos = 0;   // latest KernelCh stop (0 without kKernelTimes)
+  int64_t enqueue_unix_nanos = 0;       // host CLOCK_REALTIME when NCCL enqueued it
+  uint16_t channels = 0;
+  FixedString<kJobIdSize> job_id;
+  FixedString<kCommNameSize> comm_name;
+  FixedString<kHostSize> host;
+  FixedString<kFunctionSize> function;
+  FixedString<kAlgorithmSize> algorithm;
+  FixedString<kProtocolSize> protocol;
+
+  bool operator==(const CollectiveRecordFields&) const = default;
+};
+
+struct BatchHeaderFields {
+  uint32_t record_count = 0;
+  uint64_t dropped = 0;  // records the sender dropped since its previous batch
+  FixedString<kJobIdSize> job_id;  // the job the drops belong to
+
+  bool operator==(const BatchHeaderFields&) const = default;
+};
+
+// --- Encoding ------------------------------------------------------------------------------------
+
+// Writes exactly kRecordSize / kBatchHeaderSize bytes. The encoder does not validate numbers: a
+// caller that passes absurd values (rank ≥ nranks, ...) gets a record the decoder rejects.
+void EncodeRecord(const CollectiveRecordFields& record, uint8_t* out) noexcept;
+void EncodeBatchHeader(const BatchHeaderFields& header, uint8_t* out) noexcept;
+
+// --- Decoding ------------------------------------------------------------------------------------
+
+enum class DecodeError : uint8_t {
+  kOk = 0,
+  kTruncated,   // fewer bytes than the header or its records need
+  kBadMagic,    // not "RSCB" / "RSCR"
+  kBadVersion,  // a version this decoder does not speak
+  kBadLength,   // header_length/record_length/frame size inconsistent with the version
+  kOversized,   // more records than kMaxRecordsPerBatch
+  kBadString,   // a string field not terminated, not zero-padded, empty where required, not UTF-8
+  kBadValue,    // an absurd number, an unknown flag or a non-zero reserved field
+};
+inline constexpr int kDecodeErrorCount = 8;
+
+// "ok", "truncated", "bad_magic", "bad_version", "bad_length", "oversized", "bad_string",
+// "bad_value": also the `reason` label of the agent's rejection counters.
+const char* DecodeErrorName(DecodeError e) noexcept;
+
+struct DecodeStatus {
+  DecodeError error = DecodeError::kOk;
+  const char* detail = "";  // a static string naming the field or rule, for logs
+
+  bool ok() const noexcept { return error == DecodeError::kOk; }
+};
+
+// Decodes and validates a batch header from the first kBatchHeaderSize of `size` bytes. On success
+// `*frame_size` is the whole frame's length (header + records). Fewer than kBatchHeaderSize bytes:
+// kTruncated.
+DecodeStatus DecodeBatchHeader(const uint8_t* data, size_t size, BatchHeaderFields* header,
+                               size_t* frame_size) noexcept;
+
+// Decodes and validates one record from exactly kRecordSize bytes (fewer: kTruncated).
+DecodeStatus DecodeRecord(const uint8_t* data, size_t size, CollectiveRecordFields* record) noexcept;
+
+// Validates a whole frame (header + records) of exactly `size` bytes: kTruncated if shorter than
+// its header says, kBadLength if longer. Records are written to `records[0..capacity)`; a frame
+// with more records than `capacity` is kOversized.
+DecodeStatus DecodeFrame(const uint8_t* data, size_t size, BatchHeaderFields* header,
+                         CollectiveRecordFields* records, size_t capacity) noexcept;
+
+// The same rules on decoded values (what DecodeRecord checks after parsing).
+DecodeStatus ValidateRecord(const CollectiveRecordFields& record) noexcept;
+
+}  // namespace ringside::collectors
+
+#endif  // RINGSIDE_COLLECTORS_NCCL_PLUGIN_RECORD_FORMAT_H_

@@ -1,0 +1,222 @@
+#include "collectors/nccl_plugin/sender.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "collectors/nccl_plugin/identity.h"
+#include "collectors/nccl_plugin/plugin_state.h"
+
+namespace ringside::collectors {
+
+constinit Sender g_sender;
+
+bool Sender::SetSocketPath(const char* path) noexcept {
+  const size_t len = path == nullptr ? 0 : ::strnlen(path, sizeof(path_));
+  path_ok_ = len > 0 && len < sizeof(path_);
+  std::memset(path_, 0, sizeof(path_));
+  if (path_ok_) std::memcpy(path_, path, len);
+  return path_ok_;
+}
+
+bool Sender::Start() noexcept {
+  if (running_) return true;
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) return false;
+  stop_.store(false, std::memory_order_relaxed);
+  flush_requested_.store(0, std::memory_order_relaxed);
+  flush_done_.store(0, std::memory_order_relaxed);
+  next_connect_ns_ = 0;
+  backoff_ns_ = timings_.connect_backoff_min_ns;
+  next_clock_check_ns_ = 0;
+
+  // The thread takes no signals: the training process's handlers run on its own threads.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  const int rc = pthread_create(&thread_, &attr, &Sender::ThreadMain, this);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    ::close(wake_fd_);
+    wake_fd_ = -1;
+    return false;
+  }
+  running_ = true;
+  return true;
+}
+
+void Sender::Stop() noexcept {
+  if (!running_) return;
+  stop_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+  pthread_join(thread_, nullptr);
+  running_ = false;
+  ::close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+void Sender::Flush(int64_t timeout_ns) noexcept {
+  if (!running_) return;
+  const uint32_t ticket = flush_requested_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+  const int64_t deadline = MonotonicNanos() + timeout_ns;
+  while (static_cast<int32_t>(flush_done_.load(std::memory_order_acquire) - ticket) < 0) {
+    if (MonotonicNanos() >= deadline) return;
+    struct timespec ts = {0, 1'000'000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
+bool Sender::ForkChild() noexcept {
+  const bool was_running = running_;
+  running_ = false;
+  if (fd_ >= 0) ::close(fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  fd_ = -1;
+  wake_fd_ = -1;
+  connected_.store(false, std::memory_order_relaxed);
+  stop_.store(false, std::memory_order_relaxed);
+  return was_running;
+}
+
+void* Sender::ThreadMain(void* self) noexcept {
+  pthread_setname_np(pthread_self(), "ringside-nccl");
+  static_cast<Sender*>(self)->Loop();
+  return nullptr;
+}
+
+void Sender::Loop() noexcept {
+  while (!stop_.load(std::memory_order_acquire)) {
+    const int64_t now = MonotonicNanos();
+    if (now >= next_clock_check_ns_) {
+      g_shared.clock_synchronized.store(SystemClockSynchronized(), std::memory_order_relaxed);
+      next_clock_check_ns_ = now + timings_.clock_check_interval_ns;
+    }
+    const uint32_t flush = flush_requested_.load(std::memory_order_acquire);
+    const bool flushing = flush != flush_done_.load(std::memory_order_relaxed);
+    if (fd_ < 0 && path_ok_ && (now >= next_connect_ns_ || flushing)) {
+      if (Connect()) {
+        backoff_ns_ = timings_.connect_backoff_min_ns;
+      } else {
+        next_connect_ns_ = now + backoff_ns_;
+        backoff_ns_ = backoff_ns_ * 2 > timings_.connect_backoff_max_ns
+                          ? timings_.connect_backoff_max_ns
+                          : backoff_ns_ * 2;
+      }
+    }
+    if (fd_ >= 0 && !SendAvailable()) {
+      Disconnect();
+      next_connect_ns_ = MonotonicNanos() + backoff_ns_;
+    }
+    if (flushing) flush_done_.store(flush, std::memory_order_release);
+
+    int64_t wait = timings_.flush_interval_ns;
+    if (fd_ < 0) {
+      wait = next_connect_ns_ - MonotonicNanos();
+      if (next_clock_check_ns_ - now < wait) wait = next_clock_check_ns_ - now;
+      if (wait < 1'000'000) wait = 1'000'000;
+    }
+    Wait(wait);
+  }
+  Disconnect();
+}
+
+void Sender::Wait(int64_t timeout_ns) noexcept {
+  struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd_, POLLIN, 0}};
+  const int n = fd_ >= 0 ? 2 : 1;
+  const int timeout_ms = static_cast<int>((timeout_ns + 999'999) / 1'000'000);
+  if (::poll(fds, n, timeout_ms) <= 0) return;
+  if (fds[0].revents & POLLIN) {
+    uint64_t value;
+    (void)!::read(wake_fd_, &value, sizeof(value));
+  }
+  if (n == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+    // The agent never writes: readable means it closed the connection (or misbehaves).
+    uint8_t scratch[256];
+    const ssize_t r = ::recv(fd_, scratch, sizeof(scratch), MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) Disconnect();
+  }
+}
+
+bool Sender::Connect() noexcept {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path_, sizeof(addr.sun_path));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return false;
+  }
+  fd_ = fd;
+  connected_.store(true, std::memory_order_release);
+  return true;
+}
+
+void Sender::Disconnect() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  connected_.store(false, std::memory_order_release);
+}
+
+bool Sender::SendAvailable() noexcept {
+  for (;;) {
+    uint32_t count = 0;
+    while (count < kMaxRecordsPerBatch &&
+           g_shared.ring.TryPop(frame_ + kBatchHeaderSize + count * kRecordSize)) {
+      ++count;
+    }
+    const uint64_t dropped = g_shared.dropped.exchange(0, std::memory_order_acq_rel);
+    if (count == 0 && dropped == 0) return true;
+    BatchHeaderFields header;
+    header.record_count = count;
+    header.dropped = dropped;
+    header.job_id = g_shared.batch_job;
+    EncodeBatchHeader(header, frame_);
+    if (!WriteAll(frame_, kBatchHeaderSize + count * kRecordSize)) {
+      // Whatever part of it the agent got is a truncated frame it discards: all of it is lost.
+      g_shared.dropped.fetch_add(count + dropped, std::memory_order_acq_rel);
+      return false;
+    }
+    if (count < kMaxRecordsPerBatch) return true;
+  }
+}
+
+bool Sender::WriteAll(const uint8_t* data, size_t size) noexcept {
+  const int64_t deadline = MonotonicNanos() + timings_.stall_timeout_ns;
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::send(fd_, data + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return false;
+    // The agent is slow: wait for room, but not past the deadline or a stop request.
+    const int64_t left = deadline - MonotonicNanos();
+    if (left <= 0 || stop_.load(std::memory_order_acquire)) return false;
+    struct pollfd fds[2] = {{fd_, POLLOUT, 0}, {wake_fd_, POLLIN, 0}};
+    const int r = ::poll(fds, 2, static_cast<int>(left / 1'000'000) + 1);
+    if (r > 0 && (fds[0].revents & (POLLERR | POLLHUP))) return false;
+    if (r > 0 && (fds[1].revents & POLLIN)) {
+      uint64_t value;
+      (void)!::read(wake_fd_, &value, sizeof(value));
+    }
+  }
+  return true;
+}
+
+}  // namespace ringside::collectors

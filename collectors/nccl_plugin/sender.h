@@ -1,0 +1,86 @@
+// The plugin's background thread: takes records from the ring in batches and writes them to the
+// agent's unix socket. It is the only part of the plugin that makes system calls after init.
+//
+// No agent: the thread retries the connection with backoff (50 ms doubling to 2 s) and leaves the
+// ring alone, so the first kRingRecords records wait for the agent and later ones are dropped and
+// counted by the producers. Slow agent: a batch that cannot be written within 5 s closes the
+// connection; its records join the drop count. The drop count goes out in the next batch header.
+#ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
+#define RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
+
+#include <pthread.h>
+#include <sys/un.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "collectors/nccl_plugin/record_format.h"
+
+namespace ringside::collectors {
+
+struct SenderTimings {
+  int64_t flush_interval_ns = 20'000'000;     // how often the ring is drained while connected
+  int64_t connect_backoff_min_ns = 50'000'000;
+  int64_t connect_backoff_max_ns = 2'000'000'000;
+  int64_t stall_timeout_ns = 5'000'000'000;   // a batch not written by then: disconnect
+  int64_t clock_check_interval_ns = 10'000'000'000;
+};
+
+class Sender {
+ public:
+  constexpr Sender() = default;
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
+
+  // Sets the socket path (RINGSIDE_SOCKET or the default). Only while the thread is stopped.
+  // False when the path does not fit a sockaddr_un (the thread then never connects).
+  bool SetSocketPath(const char* path) noexcept;
+  const char* socket_path() const noexcept { return path_; }
+
+  // The callers serialise Start/Stop/Flush/ForkChild (the plugin's init mutex).
+  // Starts the thread if it is not running; false if it cannot be created.
+  bool Start() noexcept;
+  // Stops and joins the thread; closes the connection.
+  void Stop() noexcept;
+  // Asks the thread to connect at once if it is not connected and to send what is queued, then
+  // waits up to `timeout_ns` for it to report that it did, or that no agent answers.
+  void Flush(int64_t timeout_ns) noexcept;
+  bool running() const noexcept { return running_; }
+  bool connected() const noexcept { return connected_.load(std::memory_order_acquire); }
+
+  // In a fork child: the thread does not exist there and the descriptors belong to the parent's
+  // connection. Forgets both; returns whether the parent had a thread running.
+  bool ForkChild() noexcept;
+
+ private:
+  static void* ThreadMain(void* self) noexcept;
+  void Loop() noexcept;
+  bool Connect() noexcept;
+  void Disconnect() noexcept;
+  // Sends batches until the ring is empty and no drop is unreported. False on a write failure.
+  bool SendAvailable() noexcept;
+  bool WriteAll(const uint8_t* data, size_t size) noexcept;
+  void Wait(int64_t timeout_ns) noexcept;
+
+  SenderTimings timings_;
+  char path_[sizeof(sockaddr_un{}.sun_path)] = {};
+  bool path_ok_ = false;
+  pthread_t thread_{};
+  bool running_ = false;
+  int wake_fd_ = -1;
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<uint32_t> flush_requested_{0};
+  std::atomic<uint32_t> flush_done_{0};
+  int64_t next_connect_ns_ = 0;
+  int64_t backoff_ns_ = 0;
+  int64_t next_clock_check_ns_ = 0;
+  alignas(64) uint8_t frame_[kMaxFrameSize] = {};
+};
+
+extern Sender g_sender;
+
+}  // namespace ringside::collectors
+
+#endif  // RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
