@@ -458,10 +458,12 @@ RenderResult RunRender(const daemon::AgentSnapshot& snap, int renders) {
   RenderResult r;
   prometheus::TextSerializer serializer;
   std::string text;
+  daemon::ExpositionOptions options;
+  options.version = "bench";
   const absl::Time deadline = absl::Now() + kPhaseCap;
   Cpu start = ProcessCpu();
   for (int i = 0; i < renders; ++i) {
-    text = serializer.Serialize(daemon::SnapshotToFamilies(snap, daemon::ExpositionOptions{"bench"}));
+    text = serializer.Serialize(daemon::SnapshotToFamilies(snap, options));
     ++r.renders;
     if (absl::Now() > deadline) break;
   }
@@ -630,6 +632,7 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Du
                                        "\r\nUser-Agent: ringside-agent-bench\r\n\r\n");
   size_t sent = 0;
   while (sent < req.size()) {
+    if (absl::Now() > deadline) return absl::DeadlineExceededError("HTTP request too slow");
     ssize_t n = ::send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return absl::UnavailableError(absl::StrCat("send: ", std::strerror(errno)));

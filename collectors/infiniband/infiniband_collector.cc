@@ -163,10 +163,6 @@ void InfinibandCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleE
       errors.Add(st);
       continue;
     }
-    if (IsNotAvailableText(*text)) {
-      v.status = ValueStatus::kUnavailable;
-      continue;
-    }
     absl::StatusOr<uint64_t> parsed;
     switch (p.parse) {
       case Parse::kCounter:
@@ -183,6 +179,12 @@ void InfinibandCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleE
         break;
     }
     if (!parsed.ok()) {
+      // Old kernels write "N/A (no PMA)" when the MAD fails: not available, not an error.
+      // (Checked only here, off the hot path of values that parse.)
+      if (IsNotAvailableText(*text)) {
+        v.status = ValueStatus::kUnavailable;
+        continue;
+      }
       v.status = ValueStatus::kError;
       errors.Add(absl::DataLossError(absl::StrCat(p.file.path(), ": ", parsed.status().message())));
       continue;
