@@ -82,7 +82,9 @@ int Demo() {
     }
     ports.push_back(p);
   }
-  ringside::sim::NodeAnimator animator(&writer, ports, absl::GetFlag(FLAGS_seed));
+  const std::string ethtool_dir = tree + "/ethtool";
+  std::filesystem::create_directories(ethtool_dir);
+  ringside::sim::NodeAnimator animator(&writer, ports, absl::GetFlag(FLAGS_seed), ethtool_dir);
   struct Scheduled {
     PortFault fault;
     const char* what;
@@ -94,6 +96,10 @@ int Demo() {
        "ECN congestion on RoCE port mlx5_8 (ens1f0np0)"},
       {{PortFault::Kind::kFlap, "mlx5_3", 1, absl::Seconds(25), absl::Seconds(25)},
        "link flap on mlx5_3 port 1 (down 3 s of every 10 s)"},
+      {{PortFault::Kind::kPauseStorm, "mlx5_9", 1, absl::Seconds(35), absl::Seconds(15)},
+       "PFC pause storm sent by ens2f0np0 (mlx5_9) on priority 3"},
+      {{PortFault::Kind::kPaused, "mlx5_8", 1, absl::Seconds(36), absl::Seconds(14)},
+       "ens1f0np0 (mlx5_8) paused by its peer on priority 3"},
   };
   for (const Scheduled& s : schedule) animator.AddFault(s.fault);
   if (absl::Status s = animator.Step(absl::ZeroDuration()); !s.ok()) {
@@ -107,6 +113,7 @@ int Demo() {
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::vector<std::string> args = {absl::GetFlag(FLAGS_agent), "--sysfs-root=" + sys,
                                    "--node-name=sim-node-01", "--print-rates", "--rates-top=12",
+                                   "--ethtool-source=dir:" + ethtool_dir,
                                    "--listen=" + listen,
                                    "--interval=" + absl::FormatDuration(absl::GetFlag(FLAGS_interval))};
   std::printf("ringside-sim demo: a DGX-class node (8 InfiniBand HCAs, 2 RoCE ports) in %s\n",

@@ -2,11 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
 
 namespace ringside::sim {
 
-NodeAnimator::NodeAnimator(SysfsTreeWriter* tree, std::vector<AnimatedPort> ports, uint64_t seed)
-    : tree_(tree), ports_(std::move(ports)), state_(ports_.size()), rng_(seed) {
+NodeAnimator::NodeAnimator(SysfsTreeWriter* tree, std::vector<AnimatedPort> ports, uint64_t seed,
+                           std::string ethtool_dir)
+    : tree_(tree),
+      ethtool_dir_(std::move(ethtool_dir)),
+      ports_(std::move(ports)),
+      state_(ports_.size()),
+      rng_(seed) {
   for (size_t i = 0; i < ports_.size(); ++i) {
     state_[i].out_of_sequence = ports_[i].out_of_sequence_start;
   }
@@ -24,12 +33,14 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
   for (size_t i = 0; i < ports_.size(); ++i) {
     const AnimatedPort& p = ports_[i];
     Counters& c = state_[i];
-    bool flapping = false, symbols = false, ecn = false;
+    bool flapping = false, symbols = false, ecn = false, storm = false, paused = false;
     for (const PortFault& f : faults_) {
       if (!Active(f, t, p)) continue;
       flapping |= f.kind == PortFault::Kind::kFlap;
       symbols |= f.kind == PortFault::Kind::kSymbolErrors;
       ecn |= f.kind == PortFault::Kind::kEcnCongestion;
+      storm |= f.kind == PortFault::Kind::kPauseStorm;
+      paused |= f.kind == PortFault::Kind::kPaused;
     }
     // A flap: down for the first part of each 10 s cycle of the fault window.
     const bool down = flapping && std::fmod(absl::ToDoubleSeconds(t), 10.0) < 3.0;
@@ -37,6 +48,7 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       c.down = down;
       ++c.carrier_changes;
       if (down) c.link_downed = std::min<uint64_t>(c.link_downed + 1, 255);  // 8-bit, saturates
+      if (down) ++c.link_down_events;
       absl::Status s = down ? tree_->SetPortState(p.device, p.port, 1, 2)
                             : tree_->SetPortState(p.device, p.port, 4, 5);
       if (!s.ok()) return s;
@@ -68,6 +80,29 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       c.cnp_sent += static_cast<uint64_t>(20000 * dt);
       c.cnp_handled += static_cast<uint64_t>(18000 * dt);
     }
+    // PFC on priority 3: a few short pauses in normal traffic; a storm pauses ~95 % of the time.
+    const double us = dt * 1e6;
+    if (storm) {
+      c.tx_pause += static_cast<uint64_t>(50000 * dt);
+      c.tx_pause_us += static_cast<uint64_t>(0.95 * us);
+      c.rx_discards_phy += static_cast<uint64_t>(2000 * dt);
+      if (u(rng_) < 0.2 * dt) ++c.storm_warnings;
+    } else if (u(rng_) < 0.02 * dt) {
+      c.tx_pause += 3;
+      c.tx_pause_us += 200;
+    }
+    if (paused) {
+      c.rx_pause += static_cast<uint64_t>(50000 * dt);
+      c.rx_pause_us += static_cast<uint64_t>(0.9 * us);
+      c.rx_transitions += static_cast<uint64_t>(10 * dt);
+    } else if (u(rng_) < 0.02 * dt) {
+      c.rx_pause += 3;
+      c.rx_pause_us += 200;
+      ++c.rx_transitions;
+    }
+    if (p.roce && !ethtool_dir_.empty()) {
+      if (absl::Status s = WriteEthtoolDump(p, c); !s.ok()) return s;
+    }
     const std::pair<const char*, uint64_t> pma[] = {
         {"port_xmit_data", c.xmit_words},   {"port_rcv_data", c.rcv_words},
         {"port_xmit_packets", c.xmit_pkts}, {"port_rcv_packets", c.rcv_pkts},
@@ -88,6 +123,41 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       tree_->SetNetdevStat(p.netdev, "rx_bytes", c.netdev_rx_bytes).IgnoreError();
       tree_->SetNetdevStat(p.netdev, "tx_bytes", c.netdev_tx_bytes).IgnoreError();
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeAnimator::WriteEthtoolDump(const AnimatedPort& p, const Counters& c) {
+  std::string text = "NIC statistics:\n";
+  auto line = [&](const std::string& name, uint64_t v) {
+    absl::StrAppend(&text, "     ", name, ": ", v, "\n");
+  };
+  line("rx_bytes", c.netdev_rx_bytes);
+  line("tx_bytes", c.netdev_tx_bytes);
+  line("rx_discards_phy", c.rx_discards_phy);
+  line("tx_discards_phy", 0);
+  line("link_down_events_phy", c.link_down_events);
+  for (int prio = 0; prio < 8; ++prio) {
+    const bool three = prio == 3;  // PFC is on for the RoCE priority only, as usual
+    if (!three) continue;
+    line(absl::StrCat("rx_prio", prio, "_pause"), c.rx_pause);
+    line(absl::StrCat("rx_prio", prio, "_pause_duration"), c.rx_pause_us);
+    line(absl::StrCat("tx_prio", prio, "_pause"), c.tx_pause);
+    line(absl::StrCat("tx_prio", prio, "_pause_duration"), c.tx_pause_us);
+    line(absl::StrCat("rx_prio", prio, "_pause_transition"), c.rx_transitions);
+  }
+  line("tx_pause_storm_warning_events", c.storm_warnings);
+  line("tx_pause_storm_error_events", 0);
+  // Written beside and renamed into place: a reader never sees half a dump.
+  const std::string final_path = ethtool_dir_ + "/" + p.netdev;
+  const std::string tmp_path = ethtool_dir_ + "/." + p.netdev + ".tmp";
+  {
+    std::ofstream out(tmp_path, std::ios::trunc);
+    out << text;
+    if (!out) return absl::InternalError("cannot write " + tmp_path);
+  }
+  if (std::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
+    return absl::InternalError("cannot rename " + tmp_path);
   }
   return absl::OkStatus();
 }

@@ -30,7 +30,9 @@ struct AnimatedPort {
 
 // A fault on one port over [start, start + duration) of simulation time.
 struct PortFault {
-  enum class Kind { kFlap, kSymbolErrors, kEcnCongestion };
+  // kPauseStorm: the port sends PFC pauses on priority 3 nearly all the time (the origin);
+  // kPaused: the port is paused by its peer on priority 3 (a victim of a storm elsewhere).
+  enum class Kind { kFlap, kSymbolErrors, kEcnCongestion, kPauseStorm, kPaused };
   Kind kind;
   std::string device;
   int port = 1;
@@ -40,7 +42,10 @@ struct PortFault {
 
 class NodeAnimator {
  public:
-  NodeAnimator(SysfsTreeWriter* tree, std::vector<AnimatedPort> ports, uint64_t seed);
+  // `ethtool_dir` (optional): where `ethtool -S` dumps of the RoCE netdevs are written, for the
+  // agent's --ethtool-source=dir:PATH.
+  NodeAnimator(SysfsTreeWriter* tree, std::vector<AnimatedPort> ports, uint64_t seed,
+               std::string ethtool_dir = "");
   void AddFault(PortFault fault) { faults_.push_back(std::move(fault)); }
   // Advances the tree to simulation time `t` (monotonic, from 0).
   absl::Status Step(absl::Duration t);
@@ -53,11 +58,16 @@ class NodeAnimator {
     uint32_t out_of_sequence = 0;
     uint64_t netdev_rx_bytes = 0, netdev_tx_bytes = 0;
     uint32_t carrier_changes = 0;
+    uint64_t tx_pause = 0, tx_pause_us = 0, rx_pause = 0, rx_pause_us = 0, rx_transitions = 0;
+    uint64_t storm_warnings = 0, link_down_events = 0, rx_discards_phy = 0;
     bool down = false;
   };
   bool Active(const PortFault& f, absl::Duration t, const AnimatedPort& p) const;
 
+  absl::Status WriteEthtoolDump(const AnimatedPort& p, const Counters& c);
+
   SysfsTreeWriter* tree_;
+  std::string ethtool_dir_;
   std::vector<AnimatedPort> ports_;
   std::vector<PortFault> faults_;
   std::vector<Counters> state_;
