@@ -11,11 +11,18 @@
 //       the per-scrape view.
 //   (e) the floor: the same files pread by a bare loop (no parsing), back to back and at
 //       --interval, to show how much of (a) and (b) is the kernel's and how much ringside's.
-// The phases that are compared run in --rounds blocks, interleaved ((a), (c), (e) back to back;
-// then (b) and (e) on the schedule), so that both sides of each ratio see the same background load.
+//   (f) issue #3: (a) with the agent's two other collectors added to the same Sampler: NVML
+//       (the fake libnvidia-ml.so.1 the tests build, 8 Hopper GPUs x 18 NVLinks) and ethtool (the
+//       `ethtool -S` dumps of two PFC-enabled mlx5 ports, one per RoCE netdev of the tree): CPU per
+//       value for the whole agent and per collector, and the floors of the two new sources (the
+//       same NVML calls in a bare loop; the dumps read without parsing). Skipped, with a message,
+//       without the fake library (a build without RINGSIDE_BUILD_TESTS) or the capture.
+// The phases that are compared run in --rounds blocks, interleaved ((a), (f), (c), (e) back to
+// back; then (b) and (e) on the schedule), so that both sides of each ratio see the same load.
 // Prints a table (or --json) and whether the goals hold: node_exporter CPU per value / ringside
-// CPU per value >= 20, and 100 Hz sampling under 2 % of one core. See bench/README.md and
-// docs/benchmarks.md. Every loop is bounded in count and time; traffic goes only to 127.0.0.1.
+// CPU per value >= 20 (for (a) and for (f)), and 100 Hz sampling under 2 % of one core. See
+// bench/README.md and docs/benchmarks.md. Every loop is bounded in count and time; traffic goes
+// only to 127.0.0.1.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -58,9 +65,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/gpu_nic_inputs.h"
+#include "bench/source_floors.h"
+#include "bench/timed_collector.h"
 #include "collectors/common/series.h"
+#include "collectors/ethtool/ethtool_collector.h"
 #include "collectors/infiniband/infiniband_collector.h"
 #include "collectors/netdev/netdev_collector.h"
+#include "collectors/nvml/nvml_collector.h"
 #include "daemon/agent/exposition.h"
 #include "daemon/agent/sampler.h"
 #include "daemon/common/flags.h"
@@ -86,6 +98,21 @@ ABSL_FLAG(int32_t, rounds, 5,
           "((a) with (c) and (e); (b) with (e)), so both sides of a ratio see the same load.");
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of the table.");
 
+// (f), issue #3. The defaults come from the build: the fake NVML of tests/ and the shared capture.
+#ifndef RINGSIDE_BENCH_FAKE_NVML
+#define RINGSIDE_BENCH_FAKE_NVML ""  // built without tests: no fake library
+#endif
+#ifndef RINGSIDE_BENCH_ETHTOOL_CAPTURE
+#define RINGSIDE_BENCH_ETHTOOL_CAPTURE ""
+#endif
+ABSL_FLAG(bool, nvlink_ethtool, true,
+          "(f) Also measure the agent with its NVML and ethtool collectors added (issue #3).");
+ABSL_FLAG(std::string, nvml_library, RINGSIDE_BENCH_FAKE_NVML,
+          "(f) The fake libnvidia-ml.so.1 (tests/fake_nvml, configured by the bench); empty: skip "
+          "(f). The default is the build's own, when it builds the tests.");
+ABSL_FLAG(std::string, ethtool_capture, RINGSIDE_BENCH_ETHTOOL_CAPTURE,
+          "(f) A real mlx5 `ethtool -S` capture; each RoCE netdev gets it plus the PFC counters.");
+
 namespace ringside::bench {
 namespace {
 
@@ -96,6 +123,8 @@ constexpr absl::Duration kRediscoverInterval = absl::Seconds(30);  // the agent'
 constexpr absl::Duration kHttpTimeout = absl::Seconds(10);
 constexpr absl::Duration kExporterStartTimeout = absl::Seconds(15);
 constexpr size_t kMaxResponseBytes = 64 << 20;
+constexpr int kGpus = 8;     // (f): a DGX H100's GPUs ...
+constexpr int kNvlinks = 18;  // ... and NVLinks per GPU
 
 // ---------------------------------------------------------------------------------------------
 // Clocks.
@@ -269,7 +298,7 @@ absl::StatusOr<TreeShape> WriteDgxTree(const std::string& root) {
 // The phases run in blocks, interleaved round by round with the phases they are compared with, so
 // that both sides of a ratio see the same background load.
 
-std::unique_ptr<daemon::Sampler> MakeSampler(const std::string& root, absl::Duration interval) {
+std::vector<std::unique_ptr<collectors::Collector>> SysfsCollectors(const std::string& root) {
   collectors::InfinibandOptions ib;
   ib.sysfs_root = root;
   ib.rediscover_interval = kRediscoverInterval;
@@ -279,10 +308,98 @@ std::unique_ptr<daemon::Sampler> MakeSampler(const std::string& root, absl::Dura
   std::vector<std::unique_ptr<collectors::Collector>> cs;
   cs.push_back(std::make_unique<collectors::InfinibandCollector>(ib));
   cs.push_back(std::make_unique<collectors::NetdevCollector>(nd));
+  return cs;
+}
+
+std::unique_ptr<daemon::Sampler> NewSampler(std::vector<std::unique_ptr<collectors::Collector>> cs,
+                                            absl::Duration interval) {
   daemon::SamplerOptions so;
   so.node = "bench-node";
   so.interval = interval;
   return std::make_unique<daemon::Sampler>(so, std::move(cs));
+}
+
+std::unique_ptr<daemon::Sampler> MakeSampler(const std::string& root, absl::Duration interval) {
+  return NewSampler(SysfsCollectors(root), interval);
+}
+
+// (f) What the NVML and ethtool collectors read: the fake NVML configured for kGpus x kNvlinks,
+// and one mlx5 dump per RoCE netdev of the tree.
+struct GpuNicInputs {
+  std::string nvml_library;
+  std::string nvml_config;
+  std::string capture;
+  std::string dump_dir;
+  std::vector<std::string> netdevs;
+  size_t stats_per_netdev = 0, stats_from_capture = 0;
+};
+
+// Skipped (FailedPrecondition, with the message to print) when an input is missing: no fake
+// library (tests not built), or no capture. Other errors are failures.
+absl::StatusOr<GpuNicInputs> PrepareGpuNicInputs(const std::string& root, const std::string& work) {
+  GpuNicInputs in;
+  in.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  in.capture = absl::GetFlag(FLAGS_ethtool_capture);
+  std::error_code ec;
+  if (in.nvml_library.empty()) {
+    return absl::FailedPreconditionError(
+        std::string(RINGSIDE_BENCH_FAKE_NVML).empty()
+            ? "no fake NVML library: this build has no tests (RINGSIDE_BUILD_TESTS=OFF); build "
+              "the fake_nvml target and pass --nvml-library=<build>/tests/fake_nvml/complete/"
+              "libnvidia-ml.so.1"
+            : "--nvml-library is empty");
+  }
+  if (!std::filesystem::exists(in.nvml_library, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no fake NVML library at ", in.nvml_library,
+        " (build the fake_nvml target, or pass --nvml-library)"));
+  }
+  if (in.capture.empty() || !std::filesystem::exists(in.capture, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no mlx5 ethtool capture at \"", in.capture, "\" (--ethtool-capture)"));
+  }
+  in.netdevs = RoceNetdevs(root);
+  if (in.netdevs.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("the tree ", root, " has no RoCE netdevs"));
+  }
+  in.nvml_config = work + "/fake_nvml.conf";
+  if (absl::Status s = WriteFakeNvmlConfig(in.nvml_config, kGpus, kNvlinks); !s.ok()) return s;
+  // The fake reads its config once and answers from memory (see tests/fake_nvml/fake_nvml.cc).
+  ::setenv("RINGSIDE_FAKE_NVML_CONFIG", in.nvml_config.c_str(), 1);
+  ::setenv("RINGSIDE_FAKE_NVML_STATIC", "1", 1);
+  ::unsetenv("RINGSIDE_FAKE_NVML_JOURNAL");
+  absl::StatusOr<EthtoolDump> dump = Mlx5PfcDump(in.capture);
+  if (!dump.ok()) return dump.status();
+  in.stats_per_netdev = dump->names.size();
+  in.stats_from_capture = dump->from_capture;
+  in.dump_dir = work + "/ethtool";
+  if (absl::Status s = WriteEthtoolDumps(in.dump_dir, in.netdevs, *dump); !s.ok()) return s;
+  return in;
+}
+
+// The agent's four collectors in daemon/agent/main.cc's order, each behind a TimedCollector
+// (listed in `timed`, owned by the sampler).
+std::unique_ptr<daemon::Sampler> MakeAgentSampler(const std::string& root, const GpuNicInputs& in,
+                                                  absl::Duration interval,
+                                                  std::vector<const TimedCollector*>& timed) {
+  std::vector<std::unique_ptr<collectors::Collector>> cs = SysfsCollectors(root);
+  collectors::EthtoolOptions eth;
+  eth.sysfs_root = root;
+  eth.source.kind = collectors::EthtoolSource::Kind::kDir;
+  eth.source.dir = in.dump_dir;
+  eth.rediscover_interval = kRediscoverInterval;
+  cs.push_back(std::make_unique<collectors::EthtoolCollector>(eth));
+  collectors::NvmlOptions nv;
+  nv.library = in.nvml_library;
+  nv.rediscover_interval = kRediscoverInterval;
+  cs.push_back(std::make_unique<collectors::NvmlCollector>(nv));
+  timed.clear();
+  for (auto& c : cs) {
+    auto t = std::make_unique<TimedCollector>(std::move(c));
+    timed.push_back(t.get());
+    c = std::move(t);
+  }
+  return NewSampler(std::move(cs), interval);
 }
 
 struct ValueCounts {
@@ -312,9 +429,17 @@ uint64_t ReadErrorsTotal(const daemon::AgentSnapshot& snap) {
   return n;
 }
 
+// One collector's share of (f).
+struct CollectorCost {
+  std::string name;
+  size_t values_ok = 0;  // per cycle
+  double cpu_per_cycle_s = 0, cpu_per_value_s = 0;
+};
+
 struct CyclesResult {
   int cycles = 0;
   ValueCounts values;            // of the last cycle
+  std::vector<CollectorCost> by_collector;  // with TimedCollectors only
   uint64_t read_errors = 0;      // over all timed cycles
   CpuDelta cpu;                  // of the timed cycles
   double first_cycle_cpu_s = 0;  // discovery (listing, attribute reads, opens) plus one read
@@ -325,8 +450,10 @@ struct CyclesResult {
 // (a) Sampler::RunOnce back to back.
 class CyclesPhase {
  public:
-  explicit CyclesPhase(const std::string& root)
-      : sampler_(MakeSampler(root, absl::GetFlag(FLAGS_interval))) {}
+  // `timed`: the sampler's collectors, when they are TimedCollectors, for the split by collector.
+  explicit CyclesPhase(std::unique_ptr<daemon::Sampler> sampler,
+                       std::vector<const TimedCollector*> timed = {})
+      : sampler_(std::move(sampler)), timed_(std::move(timed)), timed_ns_(timed_.size(), 0) {}
 
   // The first cycle discovers: lists the folders, reads the attributes, opens every file.
   void Warm() {
@@ -337,6 +464,8 @@ class CyclesPhase {
   }
 
   void Block(int cycles, absl::Time deadline) {
+    std::vector<int64_t> before;
+    for (const TimedCollector* t : timed_) before.push_back(t->cpu_ns());
     Cpu start = ProcessCpu();
     for (int i = 0; i < cycles; ++i) {
       last_ = sampler_->RunOnce();
@@ -344,6 +473,7 @@ class CyclesPhase {
       if ((i & 63) == 63 && absl::Now() > deadline) break;
     }
     cpu_ += Since(start);
+    for (size_t k = 0; k < timed_.size(); ++k) timed_ns_[k] += timed_[k]->cpu_ns() - before[k];
   }
 
   const daemon::AgentSnapshot& last() const { return *last_; }
@@ -361,11 +491,21 @@ class CyclesPhase {
     }
     if (r.values.ok > 0) r.cpu_per_value_s = r.cpu_per_cycle_s / static_cast<double>(r.values.ok);
     r.discovery_cpu_s = std::max(0.0, r.first_cycle_cpu_s - r.cpu_per_cycle_s);
+    for (size_t k = 0; k < timed_.size() && k < r.values.ok_by_collector.size(); ++k) {
+      CollectorCost c;
+      c.name = r.values.ok_by_collector[k].first;
+      c.values_ok = r.values.ok_by_collector[k].second;
+      if (cycles_ > 0) c.cpu_per_cycle_s = static_cast<double>(timed_ns_[k]) * 1e-9 / cycles_;
+      if (c.values_ok > 0) c.cpu_per_value_s = c.cpu_per_cycle_s / static_cast<double>(c.values_ok);
+      r.by_collector.push_back(std::move(c));
+    }
     return r;
   }
 
  private:
   std::unique_ptr<daemon::Sampler> sampler_;
+  std::vector<const TimedCollector*> timed_;
+  std::vector<int64_t> timed_ns_;  // CPU in each collector over the timed blocks
   std::shared_ptr<const daemon::AgentSnapshot> last_;
   double first_cycle_cpu_s_ = 0;
   uint64_t errors_at_start_ = 0;
@@ -598,6 +738,66 @@ class FloorPhase {
   int hot_cycles_ = 0;
   uint64_t timed_cycles_ = 0;
   CpuDelta hot_, timed_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// (f) The floors of the two new sources, block by block next to (f): the NVML calls the collector
+// makes, straight into the same library; the dumps read without parsing; a trivial ioctl.
+
+struct SourceFloorResult {
+  int cycles = 0;
+  size_t nvml_calls_per_cycle = 0, nvml_ok_per_cycle = 0;
+  double nvml_cpu_per_cycle_s = 0;
+  size_t dump_bytes_per_cycle = 0;
+  double dump_cpu_per_cycle_s = 0;
+  double ioctl_ns = 0;  // CPU of one FIONREAD ioctl on a pipe, back to back
+};
+
+class SourceFloorPhase {
+ public:
+  SourceFloorPhase(std::unique_ptr<NvmlCallLoop> nvml, std::string dump_dir)
+      : nvml_(std::move(nvml)), dumps_(std::move(dump_dir)) {
+    nvml_ok_ = nvml_->Cycle();  // warm-up
+    dump_bytes_ = dumps_.Cycle();
+  }
+
+  void Block(int cycles, absl::Time deadline) {
+    Cpu start = ProcessCpu();
+    int n = 0;
+    for (; n < cycles; ++n) {
+      nvml_ok_ = nvml_->Cycle();
+      if ((n & 63) == 63 && absl::Now() > deadline) break;
+    }
+    nvml_cpu_s_ += Since(start).cpu_s;
+    start = ProcessCpu();
+    for (int i = 0; i < n; ++i) dump_bytes_ = dumps_.Cycle();
+    dump_cpu_s_ += Since(start).cpu_s;
+    cycles_ += n;
+    ioctl_ns_sum_ += SyscallNanos(kIoctls);
+    ++ioctl_blocks_;
+  }
+
+  SourceFloorResult Result() const {
+    SourceFloorResult r;
+    r.cycles = cycles_;
+    r.nvml_calls_per_cycle = nvml_->calls_per_cycle();
+    r.nvml_ok_per_cycle = nvml_ok_;
+    r.dump_bytes_per_cycle = dump_bytes_;
+    if (cycles_ > 0) {
+      r.nvml_cpu_per_cycle_s = nvml_cpu_s_ / cycles_;
+      r.dump_cpu_per_cycle_s = dump_cpu_s_ / cycles_;
+    }
+    if (ioctl_blocks_ > 0) r.ioctl_ns = ioctl_ns_sum_ / ioctl_blocks_;
+    return r;
+  }
+
+ private:
+  static constexpr int kIoctls = 2000;  // per block
+  std::unique_ptr<NvmlCallLoop> nvml_;
+  DumpReadLoop dumps_;
+  size_t nvml_ok_ = 0, dump_bytes_ = 0;
+  int cycles_ = 0, ioctl_blocks_ = 0;
+  double nvml_cpu_s_ = 0, dump_cpu_s_ = 0, ioctl_ns_sum_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -942,11 +1142,78 @@ struct Report {
   double ratio = 0, ratio_lean = 0, ratio_per_scrape = 0;
   double cpu_percent_100hz = 0;  // measured + amortized rediscovery
   bool ratio_met = false, cpu_met = false;
+  // (f), issue #3: ran when f_skipped and f_error are empty and the flag is on.
+  bool f_ran = false;
+  std::string f_skipped, f_error;
+  GpuNicInputs f_inputs;
+  CyclesResult f;
+  SourceFloorResult f_floor;
+  RenderResult f_render;
+  double ratio_f = 0, ratio_f_lean = 0, ratio_f_per_scrape = 0;
+  bool ratio_f_met = false;
+  // The same ratio if every NVML call cost one trivial ioctl more than the fake's: the best a real
+  // driver can do, since each of its calls is at least one ioctl into the kernel.
+  double ratio_f_with_ioctl = 0;
 };
+
+// (f) in the table.
+void PrintAgentSection(const Report& r, std::string& o) {
+  const GpuNicInputs& in = r.f_inputs;
+  const CyclesResult& f = r.f;
+  const SourceFloorResult& fl = r.f_floor;
+  absl::StrAppend(&o, "(f) the agent with NVLink and ethtool (issue #3): Sampler::RunOnce x ", f.cycles,
+                  ", collectors ",
+                  absl::StrJoin(f.by_collector, ", ",
+                                [](std::string* out, const CollectorCost& c) {
+                                  out->append(c.name);
+                                }),
+                  "\n");
+  absl::StrAppend(&o, "    nvml     ", in.nvml_library, " (fake; config read once), ", kGpus,
+                  " Hopper GPUs x ", kNvlinks, " NVLinks: link state + 4 DL counters per link\n");
+  absl::StrAppend(&o, "    ethtool  dir:", in.dump_dir, ": ", absl::StrJoin(in.netdevs, ", "), ", ",
+                  in.stats_per_netdev, " stats each (", in.stats_from_capture,
+                  " of a real mlx5 capture + ", in.stats_per_netdev - in.stats_from_capture,
+                  " PFC and pause-storm)\n");
+  absl::StrAppend(&o, "    values ok per cycle   ", f.values.ok, " (unavailable ",
+                  f.values.unavailable, ", errors ", f.values.error, "; read errors ",
+                  f.read_errors, ")\n");
+  absl::StrAppend(&o, "    CPU per cycle         ", Us(f.cpu_per_cycle_s), "  (user ",
+                  Us(f.cpu.user_s / std::max(1, f.cycles)), ", sys ",
+                  Us(f.cpu.sys_s / std::max(1, f.cycles)), ")\n");
+  absl::StrAppend(&o, "    CPU per value         ", Ns(f.cpu_per_value_s), "\n");
+  absl::StrAppend(&o, "    wall per cycle        ", Us(f.wall_per_cycle_s), "\n");
+  absl::StrAppend(&o, "    first cycle (discovery) ", Us(f.first_cycle_cpu_s), " CPU\n");
+  absl::StrAppend(&o, "    by collector (thread CPU inside Collect)\n");
+  absl::StrAppend(&o, absl::StrFormat("      %-22s %7s %14s %14s %7s\n", "", "values",
+                                      "CPU per cycle", "CPU per value", "share"));
+  double in_collectors = 0;
+  for (const CollectorCost& c : f.by_collector) {
+    in_collectors += c.cpu_per_cycle_s;
+    absl::StrAppend(&o, absl::StrFormat("      %-22s %7d %14s %14s %6.1f%%\n", c.name, c.values_ok,
+                                        Us(c.cpu_per_cycle_s), Ns(c.cpu_per_value_s),
+                                        100.0 * c.cpu_per_cycle_s /
+                                            std::max(1e-12, f.cpu_per_cycle_s)));
+  }
+  const double rest = f.cpu_per_cycle_s - in_collectors;
+  absl::StrAppend(&o, absl::StrFormat("      %-22s %7s %14s %14s %6.1f%%\n", "sampler and timing", "",
+                                      Us(rest), "",
+                                      100.0 * rest / std::max(1e-12, f.cpu_per_cycle_s)));
+  absl::StrAppend(&o, "    floors (", fl.cycles, " cycles each, next to (f))\n");
+  absl::StrAppend(&o, "      fake NVML alone     ", Us(fl.nvml_cpu_per_cycle_s), " per cycle for ",
+                  fl.nvml_calls_per_cycle, " calls (",
+                  Ns(fl.nvml_cpu_per_cycle_s / std::max<size_t>(1, fl.nvml_calls_per_cycle)),
+                  " per call; ", fl.nvml_ok_per_cycle, " answered)\n");
+  absl::StrAppend(&o, "      dumps, no parsing   ", Us(fl.dump_cpu_per_cycle_s),
+                  " per cycle (list, open, read ", fl.dump_bytes_per_cycle, " bytes, close)\n");
+  absl::StrAppend(&o, "      one trivial ioctl   ", Ns(fl.ioctl_ns * 1e-9),
+                  " (FIONREAD on a pipe); a real NVML call is at least one\n");
+  absl::StrAppend(&o, "    /metrics rendering of one snapshot  ", Us(r.f_render.cpu_per_render_s),
+                  " CPU for ", r.f_render.samples, " samples, ", r.f_render.bytes, " bytes\n\n");
+}
 
 void PrintTable(const Report& r) {
   std::string o;
-  absl::StrAppend(&o, "ringside-agent-bench (issue #2)\n");
+  absl::StrAppend(&o, "ringside-agent-bench (issue #2; (f): issue #3)\n");
   absl::StrAppend(&o, "machine   ", r.machine.cpus, " CPUs, ", r.machine.cpu_model, ", ",
                   r.machine.kernel, "\n");
   absl::StrAppend(&o, "tree      ", r.tree,
@@ -962,9 +1229,9 @@ void PrintTable(const Report& r) {
                   " (", absl::StrJoin(by, ", "), "), unavailable ", r.a.values.unavailable,
                   ", errors ", r.a.values.error, "\n\n");
 
-  absl::StrAppend(&o, "phases run in ", r.rounds,
-                  " interleaved rounds: (a) (c) (c') (e) back to back, then (b) (e) on the "
-                  "schedule\n\n");
+  absl::StrAppend(&o, "phases run in ", r.rounds, " interleaved rounds: (a) ",
+                  r.f_ran ? "(f) " : "",
+                  "(c) (c') (e) back to back, then (b) (e) on the schedule\n\n");
   absl::StrAppend(&o, "(a) Sampler::RunOnce x ", r.a.cycles, "\n");
   absl::StrAppend(&o, "    CPU per cycle         ", Us(r.a.cpu_per_cycle_s), "  (user ",
                   Us(r.a.cpu.user_s / std::max(1, r.a.cycles)), ", sys ",
@@ -1025,6 +1292,9 @@ void PrintTable(const Report& r) {
       absl::StrFormat("%.3f %%", r.e.timed_cpu_percent), " of one core (", r.e.timed_cycles,
       " cycles); ringside (b) is ",
       absl::StrFormat("%.2fx", r.b.cpu_percent / std::max(1e-12, r.e.timed_cpu_percent)), "\n\n");
+  if (r.f_ran) PrintAgentSection(r, o);
+  if (!r.f_skipped.empty()) absl::StrAppend(&o, "(f) skipped: ", r.f_skipped, "\n\n");
+  if (!r.f_error.empty()) absl::StrAppend(&o, "(f) failed: ", r.f_error, "\n\n");
   absl::StrAppend(&o, "result\n");
   if (r.c) {
     absl::StrAppend(&o, "    CPU per value, node_exporter / ringside   ",
@@ -1040,6 +1310,19 @@ void PrintTable(const Report& r) {
   absl::StrAppend(&o, "    100 Hz sampling CPU                      ",
                   absl::StrFormat("%.3f %%", r.cpu_percent_100hz), " of one core  (goal < ",
                   Num(kGoalCpuPercent), " %: ", r.cpu_met ? "met" : "NOT met", ")\n");
+  if (r.f_ran && r.c) {
+    absl::StrAppend(&o, "    (f) with NVLink and ethtool: CPU per value, node_exporter / ringside   ",
+                    absl::StrFormat("%.1f", r.ratio_f), "  (goal >= ", Num(kGoalRatio), ": ",
+                    r.ratio_f_met ? "met" : "NOT met", ")\n");
+    if (r.c_lean) {
+      absl::StrAppend(&o, "        the same against the lean node_exporter   ",
+                      absl::StrFormat("%.1f", r.ratio_f_lean), "\n");
+    }
+    absl::StrAppend(&o, "        whole node: node_exporter scrape / ringside cycle   ",
+                    absl::StrFormat("%.2f", r.ratio_f_per_scrape), "\n");
+    absl::StrAppend(&o, "        if each NVML call cost one more ioctl (a real driver's least)   ",
+                    absl::StrFormat("%.1f", r.ratio_f_with_ioctl), "\n");
+  }
   std::fwrite(o.data(), 1, o.size(), stdout);
 }
 
@@ -1124,6 +1407,50 @@ void PrintJson(const Report& r) {
                                  {"timed_cycles", absl::StrCat(r.e.timed_cycles)},
                                  {"timed_cpu_per_cycle_seconds", Num(r.e.timed_cpu_per_cycle_s)},
                                  {"timed_cpu_percent_of_one_core", Num(r.e.timed_cpu_percent)}}));
+  if (r.f_ran) {
+    std::vector<std::string> cs;
+    for (const CollectorCost& c : r.f.by_collector) {
+      cs.push_back(obj({{"name", JsonQuote(c.name)},
+                        {"values_ok_per_cycle", absl::StrCat(c.values_ok)},
+                        {"cpu_per_cycle_seconds", Num(c.cpu_per_cycle_s)},
+                        {"cpu_per_value_seconds", Num(c.cpu_per_value_s)}}));
+    }
+    const SourceFloorResult& fl = r.f_floor;
+    top.emplace_back(
+        "agent_nvlink_ethtool",
+        obj({{"nvml_library", JsonQuote(r.f_inputs.nvml_library)},
+             {"gpus", absl::StrCat(kGpus)},
+             {"nvlinks_per_gpu", absl::StrCat(kNvlinks)},
+             {"ethtool_dir", JsonQuote(r.f_inputs.dump_dir)},
+             {"ethtool_capture", JsonQuote(r.f_inputs.capture)},
+             {"ethtool_stats_per_netdev", absl::StrCat(r.f_inputs.stats_per_netdev)},
+             {"netdevs", absl::StrCat(r.f_inputs.netdevs.size())},
+             {"cycles", absl::StrCat(r.f.cycles)},
+             {"values_ok_per_cycle", absl::StrCat(r.f.values.ok)},
+             {"values_unavailable", absl::StrCat(r.f.values.unavailable)},
+             {"values_error", absl::StrCat(r.f.values.error)},
+             {"read_errors", absl::StrCat(r.f.read_errors)},
+             {"cpu_seconds", Num(r.f.cpu.cpu_s)},
+             {"user_seconds", Num(r.f.cpu.user_s)},
+             {"sys_seconds", Num(r.f.cpu.sys_s)},
+             {"cpu_per_cycle_seconds", Num(r.f.cpu_per_cycle_s)},
+             {"cpu_per_value_seconds", Num(r.f.cpu_per_value_s)},
+             {"wall_per_cycle_seconds", Num(r.f.wall_per_cycle_s)},
+             {"first_cycle_cpu_seconds", Num(r.f.first_cycle_cpu_s)},
+             {"by_collector", absl::StrCat("[", absl::StrJoin(cs, ","), "]")},
+             {"floor_cycles", absl::StrCat(fl.cycles)},
+             {"nvml_floor_calls_per_cycle", absl::StrCat(fl.nvml_calls_per_cycle)},
+             {"nvml_floor_cpu_per_cycle_seconds", Num(fl.nvml_cpu_per_cycle_s)},
+             {"dump_floor_cpu_per_cycle_seconds", Num(fl.dump_cpu_per_cycle_s)},
+             {"dump_floor_bytes_per_cycle", absl::StrCat(fl.dump_bytes_per_cycle)},
+             {"ioctl_seconds", Num(fl.ioctl_ns * 1e-9)},
+             {"render_cpu_seconds", Num(r.f_render.cpu_per_render_s)},
+             {"render_samples", absl::StrCat(r.f_render.samples)}}));
+  } else {
+    top.emplace_back("agent_nvlink_ethtool", "null");
+  }
+  if (!r.f_skipped.empty()) top.emplace_back("agent_nvlink_ethtool_skipped", JsonQuote(r.f_skipped));
+  if (!r.f_error.empty()) top.emplace_back("agent_nvlink_ethtool_error", JsonQuote(r.f_error));
   top.emplace_back("node_exporter", r.c ? exporter(*r.c) : "null");
   top.emplace_back("node_exporter_lean", r.c_lean ? exporter(*r.c_lean) : "null");
   if (!r.c_error.empty()) top.emplace_back("node_exporter_error", JsonQuote(r.c_error));
@@ -1135,9 +1462,54 @@ void PrintJson(const Report& r) {
                         {"goal_ratio", Num(kGoalRatio)},
                         {"goal_cpu_percent", Num(kGoalCpuPercent)},
                         {"ratio_met", r.c ? b(r.ratio_met) : "null"},
+                        {"agent_nvlink_ethtool_cpu_per_value_ratio",
+                         r.f_ran && r.c ? Num(r.ratio_f) : "null"},
+                        {"agent_nvlink_ethtool_cpu_per_value_ratio_lean",
+                         r.f_ran && r.c_lean ? Num(r.ratio_f_lean) : "null"},
+                        {"agent_nvlink_ethtool_scrape_per_cycle_ratio",
+                         r.f_ran && r.c ? Num(r.ratio_f_per_scrape) : "null"},
+                        {"agent_nvlink_ethtool_ratio_with_one_ioctl_per_nvml_call",
+                         r.f_ran && r.c ? Num(r.ratio_f_with_ioctl) : "null"},
+                        {"agent_nvlink_ethtool_ratio_met",
+                         r.f_ran && r.c ? b(r.ratio_f_met) : "null"},
                         {"cpu_met", b(r.cpu_met)}}));
   std::string out = obj(top) + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+// (f) Prepares the inputs, builds the four-collector sampler, runs its first cycle and checks that
+// every collector read what it was given. FailedPrecondition when an input is missing (skip).
+absl::Status SetUpAgentPhase(Report& r, const std::string& work, absl::Duration interval,
+                             std::unique_ptr<CyclesPhase>& f,
+                             std::unique_ptr<SourceFloorPhase>& f_floor) {
+  absl::StatusOr<GpuNicInputs> in = PrepareGpuNicInputs(r.tree, work);
+  if (!in.ok()) return in.status();
+  r.f_inputs = *in;
+  std::vector<const TimedCollector*> timed;
+  std::unique_ptr<daemon::Sampler> sampler = MakeAgentSampler(r.tree, *in, interval, timed);
+  for (const TimedCollector* t : timed) {
+    if (absl::Status av = t->Availability(); !av.ok()) {
+      return absl::Status(av.code(), absl::StrCat(t->name(), " collector off: ", av.message()));
+    }
+  }
+  f = std::make_unique<CyclesPhase>(std::move(sampler), timed);
+  f->Warm();
+  const ValueCounts got = CountValues(f->last());
+  const size_t want_nvml = static_cast<size_t>(kGpus) * kNvlinks * 5;
+  const size_t want_ethtool = in->netdevs.size() * in->stats_per_netdev;
+  for (const auto& [name, ok] : got.ok_by_collector) {
+    const size_t want = name == "nvml" ? want_nvml : name == "ethtool" ? want_ethtool : ok;
+    if (ok != want || ok == 0) {
+      return absl::InternalError(
+          absl::StrCat(name, " read ", ok, " values, expected ", want, " (unavailable ",
+                       got.unavailable, ", errors ", got.error, ")"));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<NvmlCallLoop>> loop =
+      NvmlCallLoop::Open(in->nvml_library, kNvlinks);
+  if (!loop.ok()) return loop.status();
+  f_floor = std::make_unique<SourceFloorPhase>(*std::move(loop), in->dump_dir);
+  return absl::OkStatus();
 }
 
 // `total` split into `rounds` parts whose sum is `total`.
@@ -1206,19 +1578,39 @@ int Main() {
   const bool quiet = absl::GetFlag(FLAGS_json);
   if (!quiet) {
     std::fprintf(stderr,
-                 "tree ready at %s; %d rounds of (a) %d cycles, (c) %d scrapes, (e); "
+                 "tree ready at %s; %d rounds of (a) %d cycles, %s(c) %d scrapes, (e); "
                  "then %d rounds of (b) %s at %s, (e)\n",
-                 r.tree.c_str(), rounds, cycles, scrapes, rounds,
+                 r.tree.c_str(), rounds, cycles,
+                 absl::GetFlag(FLAGS_nvlink_ethtool) ? "(f), " : "", scrapes, rounds,
                  absl::FormatDuration(duration).c_str(), absl::FormatDuration(interval).c_str());
   }
 
-  CyclesPhase a(r.tree);
+  CyclesPhase a(MakeSampler(r.tree, interval));
   a.Warm();
   if (CountValues(a.last()).ok == 0) {
     std::fprintf(stderr, "ringside-agent-bench: no values read from %s\n", r.tree.c_str());
     return 1;
   }
   FloorPhase e(r.tree);
+
+  // (f): the same sampler with the NVML and ethtool collectors added, and their sources' floors.
+  std::unique_ptr<CyclesPhase> f;
+  std::unique_ptr<SourceFloorPhase> f_floor;
+  if (absl::GetFlag(FLAGS_nvlink_ethtool)) {
+    absl::Status st = SetUpAgentPhase(r, work, interval, f, f_floor);
+    if (absl::IsFailedPrecondition(st)) {
+      r.f_skipped = std::string(st.message());
+    } else if (!st.ok()) {
+      r.f_error = st.ToString();
+    }
+    if (!st.ok()) {
+      f.reset();
+      f_floor.reset();
+      std::fprintf(stderr, "ringside-agent-bench: (f) %s: %s\n",
+                   r.f_skipped.empty() ? "failed" : "skipped",
+                   r.f_skipped.empty() ? r.f_error.c_str() : r.f_skipped.c_str());
+    }
+  }
 
   // Round by round: ringside cycles, node_exporter scrapes (both variants), the bare loop.
   std::vector<std::unique_ptr<ExporterPhase>> exporters;  // [0] as given, [1] lean
@@ -1238,6 +1630,10 @@ int Main() {
   const absl::Time deadline = absl::Now() + kPhaseCap;
   for (int i = 0; i < rounds; ++i) {
     a.Block(Share(cycles, rounds, i), deadline);
+    if (f) {
+      f->Block(Share(cycles, rounds, i), deadline);
+      f_floor->Block(Share(cycles, rounds, i), deadline);
+    }
     for (auto& x : exporters) {
       if (x == nullptr) continue;
       if (absl::Status s = x->Block(Share(scrapes, rounds, i), deadline); !s.ok()) {
@@ -1256,6 +1652,11 @@ int Main() {
   }
   exporters.clear();
   r.a = a.Result();
+  if (f) {
+    r.f_ran = true;
+    r.f = f->Result();
+    r.f_floor = f_floor->Result();
+  }
 
   // Round by round: the Sampler::Run schedule, and the bare loop on the same schedule.
   SchedulePhase b(r.tree, interval, duration);
@@ -1268,6 +1669,7 @@ int Main() {
   r.b = b.Result(r.a.discovery_cpu_s);
   r.e = e.Result();
   r.d = RunRender(a.last(), scrapes);
+  if (f) r.f_render = RunRender(f->last(), scrapes);
 
   if (r.c && r.a.cpu_per_value_s > 0) {
     r.ratio = r.c->cpu_per_value_s / r.a.cpu_per_value_s;
@@ -1277,6 +1679,19 @@ int Main() {
   if (r.c_lean && r.a.cpu_per_value_s > 0) {
     r.ratio_lean = r.c_lean->cpu_per_value_s / r.a.cpu_per_value_s;
   }
+  if (r.f_ran && r.c && r.f.cpu_per_value_s > 0) {
+    r.ratio_f = r.c->cpu_per_value_s / r.f.cpu_per_value_s;
+    r.ratio_f_per_scrape = r.c->cpu_per_scrape_s / r.f.cpu_per_cycle_s;
+    r.ratio_f_met = r.ratio_f >= kGoalRatio;
+    const double with_ioctl =
+        (r.f.cpu_per_cycle_s +
+         static_cast<double>(r.f_floor.nvml_calls_per_cycle) * r.f_floor.ioctl_ns * 1e-9) /
+        static_cast<double>(r.f.values.ok);
+    r.ratio_f_with_ioctl = r.c->cpu_per_value_s / with_ioctl;
+  }
+  if (r.f_ran && r.c_lean && r.f.cpu_per_value_s > 0) {
+    r.ratio_f_lean = r.c_lean->cpu_per_value_s / r.f.cpu_per_value_s;
+  }
   r.cpu_percent_100hz = r.b.cpu_percent + r.b.rediscovery_percent;
   r.cpu_met = r.cpu_percent_100hz < kGoalCpuPercent;
 
@@ -1285,7 +1700,7 @@ int Main() {
   } else {
     PrintTable(r);
   }
-  return r.c_error.empty() ? 0 : 1;
+  return r.c_error.empty() && r.f_error.empty() ? 0 : 1;
 }
 
 }  // namespace

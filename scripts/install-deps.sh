@@ -7,8 +7,9 @@ PACKAGES=(
   build-essential cmake pkg-config
   libabsl-dev prometheus-cpp-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libsqlite3-dev libssl-dev zlib1g-dev
+  libsqlite3-dev libssl-dev zlib1g-dev nlohmann-json3-dev
   rdma-core libibverbs-dev libibumad-dev libibmad-dev infiniband-diags
+  ibsim-utils libumad2sim0 opensm
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus prometheus-node-exporter
   iproute2 ethtool procps openssl

@@ -49,6 +49,7 @@ absl::StatusOr<size_t> MaybeGzipSource::Read(char* buf, size_t n) {
     bool gz = in_.size() - in_pos_ >= 2 && static_cast<unsigned char>(in_[in_pos_]) == 0x1f &&
               static_cast<unsigned char>(in_[in_pos_ + 1]) == 0x8b;
     mode_ = gz ? Mode::kGzip : Mode::kPlain;
+    gzip_ = gz;
     if (gz) {
       z_ = std::make_unique<ZState>();
       if (inflateInit2(&z_->zs, 16 + MAX_WBITS) != Z_OK) {

@@ -24,7 +24,7 @@ class MaybeGzipSource : public ByteSource {
   absl::StatusOr<size_t> Read(char* buf, size_t n) override;
 
   // Known after the first Read: whether the input was gzip.
-  bool is_gzip() const { return mode_ == Mode::kGzip; }
+  bool is_gzip() const { return gzip_; }
 
  private:
   enum class Mode { kUnknown, kPlain, kGzip, kDone };
@@ -33,13 +33,14 @@ class MaybeGzipSource : public ByteSource {
 
   ByteSource* inner_;
   Mode mode_ = Mode::kUnknown;
-  std::string in_;       // compressed (or plain) bytes not consumed yet: in_[in_pos_..]
+  std::string in_;  // compressed (or plain) bytes not consumed yet: in_[in_pos_..]
   size_t in_pos_ = 0;
   bool inner_eof_ = false;
   uint64_t consumed_ = 0;  // compressed bytes handed to zlib so far, for messages
   struct ZState;
   std::unique_ptr<ZState> z_;
   bool member_ended_ = false;
+  bool gzip_ = false;
 };
 
 }  // namespace ringside::analysis

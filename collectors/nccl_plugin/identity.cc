@@ -9,7 +9,9 @@
 namespace ringside::collectors {
 
 bool JobIdFromEnvironment(FixedString<kJobIdSize>* job_id) noexcept {
-  for (const char* name : {"RINGSIDE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+  static constexpr const char* kNames[] = {"RINGSIDE_JOB_ID", "SLURM_JOB_ID",
+                                           "TORCHELASTIC_RUN_ID"};
+  for (const char* name : kNames) {
     const char* value = ::getenv(name);
     if (value != nullptr && value[0] != '\0') {
       job_id->Set(value);

@@ -64,15 +64,23 @@ struct CollV4 {
   const char* algo;       // 64 (88)
   const char* proto;      // 72 (96)
 };
-struct CollV5 : CollV4 {
+struct CollV5 {
+  CollV4 v4;           // 0..79
   void* parent_group;  // 80 (104)
 };
 using CollV6 = CollV5;
-struct CollV7 : CollV5 {
+struct CollV7 {
+  CollV4 v4;                   // 0..79
+  void* parent_group;          // 80 (104)
   const char* kernel_variant;  // 88 (112)
   bool is_sym_coll;            // 96 (120)
   uint64_t user_tag;           // 104 (128)
 };
+
+// The v4 prefix of any version's Coll member.
+inline const CollV4& CollPrefix(const CollV4& c) { return c; }
+inline const CollV4& CollPrefix(const CollV5& c) { return c.v4; }
+inline const CollV4& CollPrefix(const CollV7& c) { return c.v4; }
 
 struct P2pV4 {
   const char* func;      // 0 (24)
@@ -154,6 +162,7 @@ using ProfilerV7 = ProfilerV5Plus<EventDescrV7>;
 // --- Layout checks (LP64: x86-64 and aarch64 Linux) ----------------------------------------------
 
 static_assert(sizeof(void*) == 8, "the NCCL profiler ABI is declared for LP64 only");
+static_assert(sizeof(CollV4) == 80 && sizeof(CollV5) == 88 && sizeof(CollV7) == 112);
 static_assert(offsetof(EventDescrV4, type) == 0);
 static_assert(offsetof(EventDescrV4, parent_obj) == 8);
 static_assert(offsetof(EventDescrV4, rank) == 16);
@@ -170,6 +179,7 @@ static_assert(offsetof(CollV4, n_warps) == 57);
 static_assert(offsetof(CollV4, algo) == 64);
 static_assert(offsetof(CollV4, proto) == 72);
 static_assert(offsetof(CollV5, parent_group) == 80);
+static_assert(offsetof(CollV7, parent_group) == 80);
 static_assert(offsetof(CollV7, kernel_variant) == 88);
 static_assert(offsetof(CollV7, is_sym_coll) == 96);
 static_assert(offsetof(CollV7, user_tag) == 104);

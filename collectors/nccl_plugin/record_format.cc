@@ -114,7 +114,15 @@ size_t CopySanitized(char* dst, size_t n, const char* src, size_t len) noexcept 
   const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
   size_t out = 0;
   size_t i = 0;
-  while (src != nullptr && i < len && s[i] != 0) {
+  while (src != nullptr && i < len) {
+    const uint8_t c = s[i];
+    if (c >= 0x20 && c < 0x7f) {  // printable ASCII: what NCCL and schedulers send
+      if (out + 1 > n - 1) break;
+      dst[out++] = static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c == 0) break;
     size_t l = CharLength(s + i, len - i);
     if (l == 0) {
       if (out + 1 > n - 1) break;

@@ -62,7 +62,8 @@ class FixedString {
  public:
   static constexpr size_t kCapacity = N - 1;
 
-  void Set(const char* s) noexcept { Set(s, s == nullptr ? 0 : ::strnlen(s, 4 * N)); }
+  // Copies a NUL-terminated string (reading no further than its terminator).
+  void Set(const char* s) noexcept { Set(s, s == nullptr ? 0 : 4 * N); }
   void Set(const char* s, size_t len) noexcept;
   void Clear() noexcept { std::memset(bytes_, 0, N); }
 
@@ -81,8 +82,9 @@ class FixedString {
   char bytes_[N] = {};
 };
 
-// Copies `len` bytes of `src` into `dst[n]` as a canonical field (see FixedString). Returns the
-// number of bytes written before the NUL.
+// Copies at most `len` bytes of `src`, stopping at a NUL, into `dst[n]` as a canonical field (see
+// FixedString). Never reads past a NUL, so `len` may be an upper bound. Returns the number of
+// bytes written before the terminator.
 size_t CopySanitized(char* dst, size_t n, const char* src, size_t len) noexcept;
 
 template <size_t N>

@@ -17,6 +17,11 @@ namespace ringside::collectors {
 
 constinit Sender g_sender;
 
+namespace {
+// The batch being written (only the sender thread touches it).
+alignas(64) uint8_t frame_[kMaxFrameSize];
+}  // namespace
+
 bool Sender::SetSocketPath(const char* path) noexcept {
   const size_t len = path == nullptr ? 0 : ::strnlen(path, sizeof(path_));
   path_ok_ = len > 0 && len < sizeof(path_);
@@ -116,13 +121,15 @@ void Sender::Loop() noexcept {
                           : backoff_ns_ * 2;
       }
     }
-    if (fd_ >= 0 && !SendAvailable()) {
+    uint64_t sent = 0;
+    if (fd_ >= 0 && !SendAvailable(&sent)) {
       Disconnect();
       next_connect_ns_ = MonotonicNanos() + backoff_ns_;
     }
     if (flushing) flush_done_.store(flush, std::memory_order_release);
 
-    int64_t wait = timings_.flush_interval_ns;
+    // Records keep coming: look again soon, so that a burst does not fill the ring.
+    int64_t wait = sent > 0 ? timings_.busy_interval_ns : timings_.flush_interval_ns;
     if (fd_ < 0) {
       wait = next_connect_ns_ - MonotonicNanos();
       if (next_clock_check_ns_ - now < wait) wait = next_clock_check_ns_ - now;
@@ -171,7 +178,7 @@ void Sender::Disconnect() noexcept {
   connected_.store(false, std::memory_order_release);
 }
 
-bool Sender::SendAvailable() noexcept {
+bool Sender::SendAvailable(uint64_t* sent) noexcept {
   for (;;) {
     uint32_t count = 0;
     while (count < kMaxRecordsPerBatch &&
@@ -190,6 +197,7 @@ bool Sender::SendAvailable() noexcept {
       g_shared.dropped.fetch_add(count + dropped, std::memory_order_acq_rel);
       return false;
     }
+    *sent += count;
     if (count < kMaxRecordsPerBatch) return true;
   }
 }

@@ -19,12 +19,15 @@
 namespace ringside::collectors {
 
 struct SenderTimings {
-  int64_t flush_interval_ns = 20'000'000;     // how often the ring is drained while connected
-  int64_t connect_backoff_min_ns = 50'000'000;
-  int64_t connect_backoff_max_ns = 2'000'000'000;
-  int64_t stall_timeout_ns = 5'000'000'000;   // a batch not written by then: disconnect
-  int64_t clock_check_interval_ns = 10'000'000'000;
+  int64_t flush_interval_ns;        // how often the ring is drained while connected and idle
+  int64_t busy_interval_ns;         // ... and while records keep coming
+  int64_t connect_backoff_min_ns;
+  int64_t connect_backoff_max_ns;
+  int64_t stall_timeout_ns;         // a batch not written by then: disconnect
+  int64_t clock_check_interval_ns;  // how often the NTP state is read again
 };
+inline constexpr SenderTimings kSenderTimings = {20'000'000,    1'000'000,      50'000'000,
+                                                 2'000'000'000, 5'000'000'000, 10'000'000'000};
 
 class Sender {
  public:
@@ -58,11 +61,12 @@ class Sender {
   bool Connect() noexcept;
   void Disconnect() noexcept;
   // Sends batches until the ring is empty and no drop is unreported. False on a write failure.
-  bool SendAvailable() noexcept;
+  // `*sent` counts the records written.
+  bool SendAvailable(uint64_t* sent) noexcept;
   bool WriteAll(const uint8_t* data, size_t size) noexcept;
   void Wait(int64_t timeout_ns) noexcept;
 
-  SenderTimings timings_;
+  static constexpr const SenderTimings& timings_ = kSenderTimings;
   char path_[sizeof(sockaddr_un{}.sun_path)] = {};
   bool path_ok_ = false;
   pthread_t thread_{};
@@ -76,7 +80,6 @@ class Sender {
   int64_t next_connect_ns_ = 0;
   int64_t backoff_ns_ = 0;
   int64_t next_clock_check_ns_ = 0;
-  alignas(64) uint8_t frame_[kMaxFrameSize] = {};
 };
 
 extern Sender g_sender;

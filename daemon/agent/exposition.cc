@@ -199,7 +199,11 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
             {{"node", node}, {"collector", h.name}, {"reason", reason}},
             h.availability.ok() ? 1 : 0);
   }
-  return out.Take();
+  std::vector<MetricFamily> families = out.Take();
+  if (options.extra_families) {
+    for (MetricFamily& f : options.extra_families()) families.push_back(std::move(f));
+  }
+  return families;
 }
 
 std::vector<MetricFamily> SnapshotCollectable::Collect() const {

@@ -5,6 +5,7 @@
 #ifndef RINGSIDE_DAEMON_AGENT_EXPOSITION_H_
 #define RINGSIDE_DAEMON_AGENT_EXPOSITION_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ struct ExpositionOptions {
   const LinkEventLog* links = nullptr;
   // Export every ethtool statistic (mlx5 has thousands, mostly per ring) instead of the catalog's.
   bool ethtool_all = false;
+  // More families appended at scrape time (the uploader's self-metrics); must not block or throw.
+  std::function<std::vector<prometheus::MetricFamily>()> extra_families = nullptr;
 };
 
 class SnapshotCollectable final : public prometheus::Collectable {

@@ -25,6 +25,7 @@
 #include "daemon/agent/exposition.h"
 #include "daemon/agent/render.h"
 #include "daemon/agent/sampler.h"
+#include "daemon/agent/uploader.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
 #include "daemon/common/signals.h"
@@ -53,6 +54,20 @@ ABSL_FLAG(bool, link_events, true,
           "Watch netlink (and libibverbs, where it finds devices) for link transitions.");
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
           "List ports and counter files again at this interval.");
+ABSL_FLAG(std::string, aggregator, "",
+          "Stream samples, link events and collective records to this aggregator (host:port); "
+          "empty: no upload.");
+ABSL_FLAG(int64_t, upload_buffer, int64_t{64} << 20,
+          "Memory (bytes) for messages the aggregator has not acknowledged yet; when full, the "
+          "oldest sample batches are dropped first.");
+ABSL_FLAG(absl::Duration, upload_flush_timeout, absl::Seconds(2),
+          "On SIGTERM, wait this long for the aggregator to acknowledge what is buffered.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this agent (mTLS).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the aggregator's certificate; enables TLS to the aggregator.");
+ABSL_FLAG(bool, allow_insecure, false,
+          "Allow plaintext to a non-loopback aggregator (without --tls-ca).");
 
 namespace {
 
@@ -174,11 +189,41 @@ int main(int argc, char** argv) {
     link_reader->Start();
   }
 
+  // Streaming to the aggregator (declared before the exposer, which reads its stats).
+  std::unique_ptr<ringside::daemon::Uploader> uploader;
+  if (const std::string aggregator = absl::GetFlag(FLAGS_aggregator); !aggregator.empty()) {
+    const int64_t buffer = absl::GetFlag(FLAGS_upload_buffer);
+    if (buffer < (int64_t{1} << 20)) {
+      std::fprintf(stderr, "ringside-agent: --upload-buffer must be at least 1048576 bytes\n");
+      return 2;
+    }
+    ringside::daemon::UploaderOptions uo;
+    uo.target = aggregator;
+    uo.node = node;
+    uo.agent_version = RINGSIDE_VERSION;
+    uo.buffer_bytes = static_cast<size_t>(buffer);
+    uo.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+    uo.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+    uo.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+    uo.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+    absl::StatusOr<std::unique_ptr<ringside::daemon::Uploader>> up =
+        ringside::daemon::Uploader::Create(std::move(uo), link_reader ? &link_log : nullptr);
+    if (!up.ok()) {
+      std::fprintf(stderr, "ringside-agent: --aggregator=%s: %s\n", aggregator.c_str(),
+                   up.status().ToString().c_str());
+      return 2;
+    }
+    uploader = std::move(*up);
+    LogLine(absl::StrCat("uploading to ", aggregator, " (agent epoch ", uploader->agent_epoch(),
+                         ", buffer ", buffer, " bytes)"));
+  }
+
   std::unique_ptr<prometheus::Exposer> exposer;
   ringside::daemon::ExpositionOptions eo;
   eo.version = RINGSIDE_VERSION;
   eo.links = link_reader ? &link_log : nullptr;
   eo.ethtool_all = absl::GetFlag(FLAGS_ethtool_all_metrics);
+  if (uploader) eo.extra_families = [up = uploader.get()] { return up->MetricFamilies(); };
   auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(&sampler, eo);
   const std::string listen = absl::GetFlag(FLAGS_listen);
   if (!listen.empty()) {
@@ -207,6 +252,7 @@ int main(int argc, char** argv) {
   ringside::daemon::RatePrinter rates(static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_rates_top))));
   const bool print_rates = absl::GetFlag(FLAGS_print_rates);
   sampler.Run(stop, [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
+    if (uploader) uploader->OnSnapshot(*snap);
     if (!print_rates) return;
     std::string text = rates.Render(*snap);
     if (!text.empty()) {
@@ -214,6 +260,10 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   });
+  if (uploader) {
+    // Bounded: what the aggregator has not acknowledged by then is lost (and logged).
+    uploader->Shutdown(absl::GetFlag(FLAGS_upload_flush_timeout));
+  }
   LogLine("stopped");
   return 0;
 }

@@ -23,6 +23,10 @@
 //
 // $RINGSIDE_FAKE_NVML_JOURNAL, if set, names a file to which every call appends its function name.
 //
+// $RINGSIDE_FAKE_NVML_STATIC=1 makes the fake read the config once, at the first call, and answer
+// every later call from memory (bench/agent_bench.cc: without it each call costs a read and parse
+// of the config file, ~40 µs, which would swamp what the collector itself costs).
+//
 // Build variants: FAKE_NVML_OMIT_NVLINK_ERROR_COUNTER leaves out a required entry point,
 // FAKE_NVML_OMIT_FIELD_VALUES the optional field-values API.
 #include <chrono>
@@ -64,12 +68,25 @@ void Journal(const char* function) {
   }
 }
 
+// The config for the current call (g_mu held): read again on every call, so that a test changes
+// the GPUs between cycles by rewriting the file; read once with $RINGSIDE_FAKE_NVML_STATIC=1.
+Config& CurrentConfig() {
+  static Config* cfg = new Config();  // never destroyed: calls may come from static destructors
+  static bool frozen = false;
+  if (!frozen) {
+    *cfg = LoadConfig();
+    const char* fixed = std::getenv("RINGSIDE_FAKE_NVML_STATIC");
+    frozen = fixed != nullptr && std::strcmp(fixed, "1") == 0;
+  }
+  return *cfg;
+}
+
 // One entry-point call: holds the lock, journals, reads the config, applies `fail` rules.
 class Call {
  public:
-  explicit Call(const char* function) : lock_(g_mu), function_(function) {
+  explicit Call(const char* function)
+      : lock_(g_mu), function_(function), cfg_(CurrentConfig()) {
     Journal(function);
-    cfg_ = LoadConfig();
   }
   Config& cfg() { return cfg_; }
 
@@ -101,8 +118,8 @@ class Call {
 
  private:
   std::lock_guard<std::mutex> lock_;
-  std::string function_;
-  Config cfg_;
+  const char* function_;
+  Config& cfg_;
 };
 
 nv::Return CopyString(const std::string& s, char* out, unsigned int length) {

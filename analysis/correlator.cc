@@ -1,0 +1,321 @@
+#include "analysis/correlator.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ringside::analysis {
+namespace {
+
+bool SwitchSide(IncidentKind k) {
+  return k == IncidentKind::kPauseStorm || k == IncidentKind::kCongestion;
+}
+
+std::string Label(const Incident& inc, const char* k) {
+  auto it = inc.entity.find(k);
+  return it == inc.entity.end() ? std::string() : it->second;
+}
+
+std::string ShortName(const std::string& host) { return host.substr(0, host.find('.')); }
+
+}  // namespace
+
+Correlator::Correlator(const Topology* topology, CorrelatorOptions options)
+    : topology_(topology), options_(options) {}
+
+void Correlator::Index(const std::string& node, const JobRank& jr, bool add) {
+  if (add) {
+    by_node_[node].insert(jr);
+    by_short_node_[ShortName(node)].insert(node);
+    return;
+  }
+  auto it = by_node_.find(node);
+  if (it == by_node_.end()) return;
+  it->second.erase(jr);
+  if (it->second.empty()) {
+    by_node_.erase(it);
+    auto s = by_short_node_.find(ShortName(node));
+    if (s != by_short_node_.end()) {
+      s->second.erase(node);
+      if (s->second.empty()) by_short_node_.erase(s);
+    }
+  }
+}
+
+void Correlator::ObserveCollective(const CollectiveObservation& obs) {
+  if (obs.host.empty()) return;
+  const int64_t rank = obs.global_rank >= 0 ? obs.global_rank : static_cast<int64_t>(obs.rank);
+  const absl::Time seen = absl::FromUnixNanos(std::max(obs.stop_ns, obs.start_ns));
+  auto& ranks = jobs_[obs.job];
+  auto [it, fresh] = ranks.try_emplace(rank);
+  Rank& r = it->second;
+  if (fresh) {
+    ++ranks_;
+  } else if (r.node != obs.host) {
+    Index(r.node, {obs.job, rank}, false);  // the rank moved (a restarted job)
+  } else {
+    r.seen = std::max(r.seen, seen);
+    return;
+  }
+  r.node = obs.host;
+  r.seen = seen;
+  Index(r.node, {obs.job, rank}, true);
+}
+
+void Correlator::Expire(absl::Time now) {
+  const absl::Time cutoff = now - options_.rank_ttl;
+  for (auto job = jobs_.begin(); job != jobs_.end();) {
+    auto& ranks = job->second;
+    for (auto it = ranks.begin(); it != ranks.end();) {
+      if (it->second.seen < cutoff) {
+        Index(it->second.node, {job->first, it->first}, false);
+        ranks.erase(it++);
+        --ranks_;
+      } else {
+        ++it;
+      }
+    }
+    if (ranks.empty()) {
+      jobs_.erase(job++);
+    } else {
+      ++job;
+    }
+  }
+}
+
+std::string Correlator::NodeOf(const std::string& job, int64_t rank) const {
+  auto j = jobs_.find(job);
+  if (j == jobs_.end()) return "";
+  auto r = j->second.find(rank);
+  return r == j->second.end() ? "" : r->second.node;
+}
+
+std::vector<std::string> Correlator::NodesOf(const std::string& job) const {
+  std::set<std::string> nodes;
+  if (auto j = jobs_.find(job); j != jobs_.end()) {
+    for (const auto& [rank, r] : j->second) nodes.insert(r.node);
+  }
+  return {nodes.begin(), nodes.end()};
+}
+
+std::set<std::string> Correlator::LeavesOfNode(const std::string& node) const {
+  if (topology_ == nullptr || node.empty()) return {};
+  std::vector<std::string> v = topology_->LeavesOf(node);
+  return {v.begin(), v.end()};
+}
+
+std::set<std::string> Correlator::LeavesOf(const Incident& f) const {
+  if (std::string leaf = Label(f, "leaf"); !leaf.empty()) return {leaf};
+  const std::string node = Label(f, "node");
+  if (topology_ == nullptr || node.empty()) return {};
+  std::string device = Label(f, "device");
+  if (device.empty()) device = Label(f, "netdev");
+  if (!device.empty()) {
+    std::string leaf = topology_->LeafOf(node, device, Label(f, "port"));
+    if (!leaf.empty()) return {leaf};
+  }
+  return LeavesOfNode(node);  // an NVLink, or a device the topology names differently
+}
+
+std::string Correlator::Describe(const Incident& f) const {
+  std::vector<std::string> parts;
+  const std::string node = Label(f, "node");
+  if (!node.empty()) parts.push_back(node);
+  if (std::string d = Label(f, "device"); !d.empty()) {
+    parts.push_back(d);
+    if (std::string p = Label(f, "port"); !p.empty() && p != "1") parts.push_back("port " + p);
+  } else if (std::string n = Label(f, "netdev"); !n.empty()) {
+    parts.push_back(n);
+  } else if (std::string g = Label(f, "gpu"); !g.empty()) {
+    parts.push_back(absl::StrCat("gpu ", g, " link ", Label(f, "link")));
+  }
+  if (std::string leaf = Label(f, "leaf"); !leaf.empty()) {
+    std::string name = topology_ != nullptr ? topology_->LeafName(leaf) : "";
+    parts.push_back(absl::StrCat("leaf ", name.empty() ? leaf : name));
+  }
+  if (std::string p = Label(f, "priority"); !p.empty()) parts.push_back("prio " + p);
+  if (f.kind == IncidentKind::kStraggler) {
+    return absl::StrCat("straggler rank ", Label(f, "rank"), " of job ", Label(f, "job"),
+                        node.empty() ? "" : " on " + node);
+  }
+  if (f.kind == IncidentKind::kJobSlowdown) return absl::StrCat("job_slowdown of job ", Label(f, "job"));
+  return absl::StrCat(IncidentKindName(f.kind), " on ", absl::StrJoin(parts, " "));
+}
+
+std::vector<CauseLink> Correlator::CausesOf(const Incident& s,
+                                            const std::vector<const Incident*>& fabric) const {
+  std::set<std::string> nodes;
+  const std::string job = Label(s, "job");
+  if (s.kind == IncidentKind::kStraggler) {
+    std::string node = Label(s, "node");
+    if (node.empty()) {
+      int64_t rank = 0;
+      if (absl::SimpleAtoi(Label(s, "rank"), &rank)) node = NodeOf(job, rank);
+    }
+    if (!node.empty()) nodes.insert(node);
+  } else if (s.kind == IncidentKind::kJobSlowdown) {
+    for (std::string& n : NodesOf(job)) nodes.insert(std::move(n));
+  } else {
+    return {};
+  }
+  std::set<std::string> short_nodes;
+  std::set<std::string> leaves;
+  for (const std::string& n : nodes) {
+    short_nodes.insert(ShortName(n));
+    for (const std::string& l : LeavesOfNode(n)) leaves.insert(l);
+  }
+  struct Candidate {
+    int scope;  // 0 node, 1 leaf
+    const Incident* f;
+  };
+  std::vector<Candidate> found;
+  for (const Incident* f : fabric) {
+    if (f == nullptr || !IsFabricKind(f->kind)) continue;
+    if (f->opened > s.opened + options_.window) continue;  // began after the symptom
+    if (f->resolved && *f->resolved < s.opened - options_.window) continue;  // over before it
+    const std::string node = Label(*f, "node");
+    if (!node.empty() && (nodes.count(node) || short_nodes.count(ShortName(node)))) {
+      found.push_back({0, f});
+      continue;
+    }
+    if (!SwitchSide(f->kind) || leaves.empty()) continue;
+    for (const std::string& l : LeavesOf(*f)) {
+      if (leaves.count(l)) {
+        found.push_back({1, f});
+        break;
+      }
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.scope != b.scope) return a.scope < b.scope;
+    if (a.f->severity != b.f->severity) return a.f->severity > b.f->severity;
+    if (a.f->opened != b.f->opened) return a.f->opened < b.f->opened;
+    return a.f->id < b.f->id;
+  });
+  std::vector<CauseLink> out;
+  for (const Candidate& c : found) {
+    if (out.size() >= options_.max_causes) break;
+    CauseLink link;
+    link.incident_id = c.f->id;
+    link.kind = std::string(IncidentKindName(c.f->kind));
+    link.scope = c.scope == 0 ? "node" : "leaf";
+    link.entity = c.f->entity;
+    link.summary = Describe(*c.f);
+    out.push_back(std::move(link));
+  }
+  if (out.empty()) {
+    CauseLink host;
+    host.kind = "host";
+    host.scope = "host";
+    if (s.kind == IncidentKind::kStraggler) {
+      const std::string node = nodes.empty() ? std::string("its node") : *nodes.begin();
+      if (!nodes.empty()) host.entity["node"] = node;
+      host.summary = absl::StrCat("no fabric incident on ", node,
+                                  " or its leaf switch in the same window: compute or input "
+                                  "pipeline on the host");
+    } else {
+      host.entity["job"] = job;
+      host.summary = absl::StrCat("no fabric incident on the job's ", nodes.size(),
+                                  " nodes or their leaf switches in the same window: compute, "
+                                  "input pipeline or workload");
+    }
+    out.push_back(std::move(host));
+  }
+  return out;
+}
+
+std::vector<AffectedJob> Correlator::BlastRadius(const Incident& f, absl::Time now) const {
+  if (!IsFabricKind(f.kind)) return {};
+  std::set<std::string> nodes;
+  if (std::string node = Label(f, "node"); !node.empty()) nodes.insert(node);
+  if (SwitchSide(f.kind)) {
+    if (topology_ != nullptr) {
+      for (const std::string& leaf : LeavesOf(f)) {
+        for (std::string& h : topology_->HostsOn(leaf)) nodes.insert(std::move(h));
+      }
+    }
+    for (const auto& [k, v] : f.evidence) {  // "spread/<node>/<port>"
+      if (!absl::StartsWith(k, "spread/")) continue;
+      const std::string rest = k.substr(7);
+      nodes.insert(rest.substr(0, rest.find('/')));
+    }
+  }
+  const absl::Time cutoff = now - options_.rank_ttl;
+  std::map<std::string, AffectedJob> jobs;
+  auto add_node = [&](const std::string& node) {
+    auto it = by_node_.find(node);
+    if (it == by_node_.end()) return;
+    for (const auto& [job, rank] : it->second) {
+      auto j = jobs_.find(job);
+      if (j == jobs_.end()) continue;
+      auto r = j->second.find(rank);
+      if (r == j->second.end() || r->second.seen < cutoff) continue;
+      AffectedJob& a = jobs[job];
+      a.job = job;
+      a.ranks.push_back(rank);
+      a.nodes.push_back(node);
+    }
+  };
+  std::set<std::string> seen;
+  for (const std::string& n : nodes) {
+    // The plugin's host name and the topology's may differ by domain.
+    std::set<std::string> names = {n};
+    if (auto s = by_short_node_.find(ShortName(n)); s != by_short_node_.end()) {
+      names.insert(s->second.begin(), s->second.end());
+    }
+    for (const std::string& name : names) {
+      if (seen.insert(name).second) add_node(name);
+    }
+  }
+  std::vector<AffectedJob> out;
+  for (auto& [job, a] : jobs) {
+    std::sort(a.ranks.begin(), a.ranks.end());
+    a.ranks.erase(std::unique(a.ranks.begin(), a.ranks.end()), a.ranks.end());
+    std::sort(a.nodes.begin(), a.nodes.end());
+    a.nodes.erase(std::unique(a.nodes.begin(), a.nodes.end()), a.nodes.end());
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+absl::Status Correlator::Correlate(IncidentManager& incidents, absl::Time now,
+                                  std::vector<IncidentChange>* changes) const {
+  std::vector<const Incident*> fabric;
+  std::vector<uint64_t> symptoms, faults;
+  for (const Incident* inc : incidents.Open()) {
+    if (IsFabricKind(inc->kind)) {
+      fabric.push_back(inc);
+      faults.push_back(inc->id);
+    } else {
+      symptoms.push_back(inc->id);
+    }
+  }
+  for (const Incident* inc : incidents.RecentlyResolved()) {
+    if (IsFabricKind(inc->kind)) fabric.push_back(inc);
+  }
+  // Compute first, then write: writing does not move incidents, but keep the two apart anyway.
+  std::vector<std::pair<uint64_t, std::vector<CauseLink>>> causes;
+  for (uint64_t id : symptoms) {
+    if (const Incident* s = incidents.Get(id)) causes.emplace_back(id, CausesOf(*s, fabric));
+  }
+  std::vector<std::pair<uint64_t, std::vector<AffectedJob>>> radius;
+  for (uint64_t id : faults) {
+    if (const Incident* f = incidents.Get(id)) radius.emplace_back(id, BlastRadius(*f, now));
+  }
+  absl::Status first;
+  for (auto& [id, c] : causes) {
+    absl::Status s = incidents.SetCauses(id, std::move(c), now, changes);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  for (auto& [id, r] : radius) {
+    absl::Status s = incidents.SetAffected(id, std::move(r), now, changes);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+}  // namespace ringside::analysis

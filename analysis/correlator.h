@@ -1,0 +1,102 @@
+// Why a rank is slow, and who a fabric fault slows down.
+//
+// rank → node (the collective records: each names its host) → the node's open fabric incidents
+// (link_down, link_flapping, link_degraded, pause_storm, congestion; their entity names the node)
+// → the node's leaf switches (the topology: ibnetdiscover output or a node→switch map) → the open
+// switch-side incidents (pause_storm, congestion) of other nodes on those leaves.
+//
+// Attribution: a straggler (entity job, rank, node) or a job_slowdown (entity job: all the job's
+// nodes) is caused by the fabric incidents that were open in the same window — opened no later than
+// `window` after it and not resolved more than `window` before it opened — on its node (scope
+// "node") or, for a switch-side kind, on one of its leaves (scope "leaf"). Node before leaf, then
+// critical before warning, then the earliest; at most `max_causes`. With none, the cause is the
+// host itself (kind "host": compute, input pipeline), so every straggler says where to look.
+// A link fault on another node of the same leaf is not a cause: it slows that node's own ranks,
+// which the straggler detector then names.
+//
+// Blast radius: the ranks seen within `rank_ttl` on the fabric incident's node — and, for a
+// switch-side kind, on every node of its leaf and every port it reached (pause_storm's "spread/"
+// evidence) — grouped by job.
+//
+// Time: collective records carry the rank's own clock (kernel stop); incidents the detectors'
+// times. Thread-compatible.
+#ifndef RINGSIDE_ANALYSIS_CORRELATOR_H_
+#define RINGSIDE_ANALYSIS_CORRELATOR_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "analysis/collective_observation.h"
+#include "analysis/incidents.h"
+#include "analysis/topology.h"
+
+namespace ringside::analysis {
+
+struct CorrelatorOptions {
+  // A fabric incident explains a straggler when their times overlap within this slack: the
+  // straggler detector needs tens of collectives, the fabric detectors three samples, so either may
+  // be seen first.
+  absl::Duration window = absl::Minutes(5);
+  // A rank not seen in a collective for this long is no longer running behind a node.
+  absl::Duration rank_ttl = absl::Minutes(10);
+  size_t max_causes = 3;
+};
+
+class Correlator {
+ public:
+  // `topology` may be null (then only same-node causes are found); it must outlive the correlator.
+  explicit Correlator(const Topology* topology = nullptr, CorrelatorOptions options = {});
+
+  void SetTopology(const Topology* topology) { topology_ = topology; }
+
+  // Learns rank → node from one record (the job's global rank when known, else the communicator
+  // rank, as the straggler detector names it).
+  void ObserveCollective(const CollectiveObservation& obs);
+  // Forgets ranks not seen since `now - rank_ttl`.
+  void Expire(absl::Time now);
+
+  // The causes of a straggler or job_slowdown among `fabric` (other kinds are skipped).
+  std::vector<CauseLink> CausesOf(const Incident& symptom,
+                                  const std::vector<const Incident*>& fabric) const;
+  // The jobs and ranks behind a fabric incident.
+  std::vector<AffectedJob> BlastRadius(const Incident& fabric, absl::Time now) const;
+
+  // Applies both to the manager's incidents: causes of every open straggler/job_slowdown, blast
+  // radius of every open fabric incident. Returns the first store error.
+  absl::Status Correlate(IncidentManager& incidents, absl::Time now,
+                         std::vector<IncidentChange>* changes = nullptr) const;
+
+  // "pause_storm on node-17 mlx5_3 prio 3"
+  std::string Describe(const Incident& incident) const;
+
+  std::string NodeOf(const std::string& job, int64_t rank) const;
+  std::vector<std::string> NodesOf(const std::string& job) const;
+  size_t ranks() const { return ranks_; }
+
+ private:
+  struct Rank {
+    std::string node;
+    absl::Time seen;
+  };
+  using JobRank = std::pair<std::string, int64_t>;
+  std::set<std::string> LeavesOf(const Incident& fabric) const;
+  std::set<std::string> LeavesOfNode(const std::string& node) const;
+  void Index(const std::string& node, const JobRank& jr, bool add);
+
+  const Topology* topology_;
+  CorrelatorOptions options_;
+  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, Rank>> jobs_;
+  absl::flat_hash_map<std::string, std::set<JobRank>> by_node_;
+  absl::flat_hash_map<std::string, std::set<std::string>> by_short_node_;  // short → full names
+  size_t ranks_ = 0;
+};
+
+}  // namespace ringside::analysis
+
+#endif  // RINGSIDE_ANALYSIS_CORRELATOR_H_

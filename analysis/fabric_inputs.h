@@ -1,0 +1,127 @@
+// What the fabric detectors consume, independent of protobuf: the aggregator turns each accepted
+// sample of a counter series into a CounterStep (the delta already width-corrected, with its kind),
+// each sample of a gauge or state series into a StateSample, and each agent LinkEvent into a
+// LinkEvent below. Series and counter names are the kernel's and driver's own, as collected
+// (docs/metrics.md): source "infiniband" (PMA counters/), "infiniband_hw" (hw_counters/),
+// "infiniband_port" (state, phys_state, rate), "netdev", "ethtool", "nvlink" (device = GPU index,
+// port = link index); event sources "netlink", "verbs", "ibmad", "sysfs".
+//
+// The string fields are views: they only need to stay valid for the duration of the call that
+// takes the struct (the aggregator's interned strings, a test's literals). Detectors copy what
+// they keep.
+//
+// PortDirectory names a port the same way whichever source reports it: a RoCE netdev (eth2)
+// and its RDMA port (mlx5_2/1) are one wire, so once the aggregator tells the directory about the
+// agent's netdev → RDMA port info records, netdev, ethtool and netlink observations of eth2 land on
+// mlx5_2 port 1 (and the entity carries both names).
+#ifndef RINGSIDE_ANALYSIS_FABRIC_INPUTS_H_
+#define RINGSIDE_ANALYSIS_FABRIC_INPUTS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "analysis/counter_math.h"
+
+namespace ringside::analysis {
+
+// The increase of one counter series between two consecutive samples.
+struct CounterStep {
+  absl::string_view node;
+  absl::string_view source;   // infiniband, infiniband_hw, netdev, ethtool, nvlink, ...
+  absl::string_view device;   // mlx5_0, eth2, GPU index
+  absl::string_view port;     // "1"; the NVLink index; empty for a netdev
+  absl::string_view counter;  // symbol_error, tx_prio3_pause_duration, replay_errors, ...
+  int32_t priority = -1;      // of a per-priority series (rx_prio3_pause → 3); -1 if none
+  absl::Time time;            // the later sample's time
+  absl::Duration interval;    // since the earlier sample
+  uint64_t delta = 0;         // width-corrected increase (a lower bound when saturated)
+  DeltaKind kind = DeltaKind::kNormal;
+};
+
+// A sample of a gauge or state series (infiniband_port/state, netdev/operstate, nvlink/link_state,
+// nvlink/effective_ber, infiniband_port/rate, ...).
+struct StateSample {
+  absl::string_view node;
+  absl::string_view source;
+  absl::string_view device;
+  absl::string_view port;
+  absl::string_view counter;
+  absl::Time time;
+  double value = 0;
+};
+
+// Same numbering as ringside.v1.LinkState and collectors::LinkState.
+enum class LinkState : uint8_t { kUnknown = 0, kDown = 1, kUp = 2 };
+absl::string_view LinkStateName(LinkState s);
+
+// A link transition reported by an event source, stamped when it was observed.
+struct LinkEvent {
+  absl::string_view node;
+  absl::string_view source;  // netlink (device = netdev), verbs, ibmad, sysfs
+  absl::string_view device;
+  absl::string_view port;
+  absl::Time time;
+  LinkState from = LinkState::kUnknown;
+  LinkState to = LinkState::kUnknown;
+};
+
+// What kind of port a series or event is about, once netdevs are resolved.
+enum class PortClass : uint8_t { kRdma, kNetdev, kNvlink };
+
+// One port named canonically.
+struct PortId {
+  PortClass cls = PortClass::kRdma;
+  std::string device;  // RDMA device (mlx5_0), netdev (eth0) or GPU index
+  std::string port;    // RDMA port, NVLink index; empty for an unmapped netdev
+  std::string netdev;  // the RoCE netdev of an RDMA port, when known
+
+  // A compact key, unique per node: class, device and port.
+  std::string Key() const;
+  // Entity labels: {node, device, port[, netdev]}, {node, netdev} or {node, gpu, link}.
+  std::map<std::string, std::string> Entity(absl::string_view node) const;
+  // "mlx5_3", "mlx5_3 port 2", "eth0", "gpu 1 link 4" (port 1 of an RDMA device is implied).
+  std::string Describe() const;
+};
+
+// netdev ↔ RDMA port names per node (the agent's netdev info records: rdma_device, rdma_port).
+// Thread-compatible.
+class PortDirectory {
+ public:
+  void MapNetdev(absl::string_view node, absl::string_view netdev, absl::string_view device,
+                 absl::string_view port);
+  // The canonical port of a series or event.
+  PortId Resolve(absl::string_view node, absl::string_view source, absl::string_view device,
+                 absl::string_view port) const;
+  size_t size() const { return to_rdma_.size(); }
+
+ private:
+  struct Rdma {
+    std::string device;
+    std::string port;
+  };
+  absl::flat_hash_map<std::string, Rdma> to_rdma_;          // node \0 netdev
+  absl::flat_hash_map<std::string, std::string> to_netdev_;  // node \0 device \0 port
+};
+
+// The port of a series or event without a directory (netdevs stay netdevs).
+PortId ResolvePort(const PortDirectory* directory, absl::string_view node,
+                   absl::string_view source, absl::string_view device, absl::string_view port);
+
+// The priority in a per-priority ethtool name: PrioOf("rx_prio3_pause_duration", "rx_prio",
+// "_pause_duration") == 3; -1 when the name does not have that shape.
+int PrioOf(absl::string_view name, absl::string_view prefix, absl::string_view suffix);
+
+// The per-second rate of a step; 0 when the interval is not positive.
+double StepRate(const CounterStep& step);
+
+// True when a step's delta counts: normal or wrapped (a reset gives no information about when the
+// counts happened, an invalid step is garbage; saturated steps are handled by each detector).
+inline bool DeltaUsable(DeltaKind k) { return k == DeltaKind::kNormal || k == DeltaKind::kWrap; }
+
+}  // namespace ringside::analysis
+
+#endif  // RINGSIDE_ANALYSIS_FABRIC_INPUTS_H_

@@ -1,0 +1,488 @@
+#include "analysis/pause_storm_detector.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ringside::analysis {
+namespace {
+
+constexpr int kGlobal = 8;  // 802.3x global pause, shown as priority "global"
+
+std::string PrioName(int prio) { return prio == kGlobal ? "global" : absl::StrCat(prio); }
+
+enum class What { kNone, kDuration, kFrames, kStormWarning, kStormError };
+
+struct Parsed {
+  What what = What::kNone;
+  bool tx = false;
+  int prio = -1;
+};
+
+Parsed ParseCounter(absl::string_view source, absl::string_view c, int32_t step_prio) {
+  Parsed p;
+  if (source != "ethtool" || c.size() < 8 || !absl::StrContains(c, "pause")) return p;
+  if (c == "tx_pause_storm_warning_events") return {What::kStormWarning, true, -1};
+  if (c == "tx_pause_storm_error_events") return {What::kStormError, true, -1};
+  const bool tx = absl::StartsWith(c, "tx_");
+  if (!tx && !absl::StartsWith(c, "rx_")) return p;
+  const absl::string_view prefix = tx ? "tx_prio" : "rx_prio";
+  if (int prio = PrioOf(c, prefix, "_pause_duration"); prio >= 0) {
+    return {What::kDuration, tx, step_prio >= 0 ? step_prio : prio};
+  }
+  if (int prio = PrioOf(c, prefix, "_pause"); prio >= 0) {
+    return {What::kFrames, tx, step_prio >= 0 ? step_prio : prio};
+  }
+  if (c == (tx ? "tx_global_pause_duration" : "rx_global_pause_duration")) {
+    return {What::kDuration, tx, kGlobal};
+  }
+  if (c == (tx ? "tx_global_pause" : "rx_global_pause")) return {What::kFrames, tx, kGlobal};
+  return p;
+}
+
+}  // namespace
+
+struct PauseStormDetector::Dir {
+  bool has_duration = false;
+  double fraction = 0;  // of the latest sample
+  absl::Time time = absl::InfinitePast();
+  int run = 0;  // consecutive samples at or above storm_fraction
+  absl::Time run_start = absl::InfinitePast();
+  bool active = false;  // at or above origin_min_fraction now
+  absl::Time active_start = absl::InfinitePast();
+  absl::Time last_pause = absl::InfinitePast();
+  double frames_rate = 0;
+  absl::Time frames_time = absl::InfinitePast();
+  absl::Time frames_start = absl::InfinitePast();
+};
+
+struct PauseStormDetector::Prio {
+  int prio = -1;
+  Dir rx, tx;
+};
+
+struct PauseStormDetector::Port {
+  std::string node;
+  PortId id;
+  std::string domain;
+  std::vector<Prio> prios;
+  absl::Time storm_event_time = absl::InfinitePast();
+  double warning_events = 0;
+  double error_events = 0;
+  absl::Time last_input = absl::InfinitePast();
+  int storms = 0;  // storms it belongs to (kept while > 0)
+};
+
+struct PauseStormDetector::Storm {
+  std::string domain;
+  int prio = -1;
+  Port* origin = nullptr;
+  std::map<std::string, std::string> entity;
+  std::vector<Port*> members;  // origin first, then the ports reached
+  std::map<std::string, double> spread;
+  absl::Time opened;
+  absl::Time last_pause;
+  Severity severity = Severity::kWarning;
+  int samples = 0;  // consecutive samples that met the rule when it opened
+};
+
+PauseStormDetector::PauseStormDetector(PauseStormOptions options, const Topology* topology,
+                                       const PortDirectory* ports)
+    : options_(options), topology_(topology), directory_(ports) {}
+
+PauseStormDetector::~PauseStormDetector() = default;
+
+bool PauseStormDetector::Uses(absl::string_view source, absl::string_view counter) {
+  return ParseCounter(source, counter, -1).what != What::kNone;
+}
+
+std::string PauseStormDetector::DomainOf(const Port& p) const {
+  if (topology_ != nullptr) {
+    std::string leaf = topology_->LeafOf(p.node, p.id.device, p.id.port);
+    if (leaf.empty()) {
+      std::vector<std::string> leaves = topology_->LeavesOf(p.node);
+      if (leaves.size() == 1) leaf = leaves.front();
+    }
+    if (!leaf.empty()) return absl::StrCat("leaf:", leaf);
+  }
+  return absl::StrCat("node:", p.node);
+}
+
+void PauseStormDetector::SetTopology(const Topology* topology) {
+  topology_ = topology;
+  by_domain_.clear();
+  for (auto& [key, port] : ports_) {
+    port->domain = DomainOf(*port);
+    by_domain_[port->domain].push_back(port.get());
+  }
+}
+
+PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
+  PortId id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
+  key_.assign(step.node.data(), step.node.size());
+  key_.push_back('\0');
+  key_.append(id.Key());
+  auto it = ports_.find(key_);
+  if (it != ports_.end()) return *it->second;
+  auto port = std::make_unique<Port>();
+  port->node = std::string(step.node);
+  port->id = std::move(id);
+  port->domain = DomainOf(*port);
+  Port& ref = *port;
+  by_domain_[ref.domain].push_back(&ref);
+  ports_.emplace(key_, std::move(port));
+  return ref;
+}
+
+PauseStormDetector::Prio* PauseStormDetector::FindPrio(Port& p, int prio) const {
+  if (prio >= 0) {
+    for (Prio& x : p.prios) {
+      if (x.prio == prio) return &x;
+    }
+    return nullptr;
+  }
+  // Any priority: the one sending pauses the most.
+  Prio* best = nullptr;
+  for (Prio& x : p.prios) {
+    if (best == nullptr || x.tx.fraction > best->tx.fraction) best = &x;
+  }
+  return best;
+}
+
+void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>& out) {
+  const Parsed what = ParseCounter(step.source, step.counter, step.priority);
+  if (what.what == What::kNone) return;
+  Port& port = GetPort(step);
+  port.last_input = std::max(port.last_input, step.time);
+  const absl::Time t = step.time;
+  if (what.what == What::kStormWarning || what.what == What::kStormError) {
+    if (!DeltaUsable(step.kind) || step.delta == 0 || !options_.storm_events) return;
+    (what.what == What::kStormError ? port.error_events : port.warning_events) +=
+        static_cast<double>(step.delta);
+    port.storm_event_time = t;
+    Prio* pp = FindPrio(port, -1);
+    const int prio = pp != nullptr && pp->tx.fraction > 0 ? pp->prio : -1;
+    if (pp != nullptr) pp->tx.last_pause = t;
+    Evaluate(port, prio, t, out);
+    return;
+  }
+  Prio* pp = FindPrio(port, what.prio);
+  if (pp == nullptr) {
+    port.prios.emplace_back();
+    pp = &port.prios.back();
+    pp->prio = what.prio;
+  }
+  Dir& d = what.tx ? pp->tx : pp->rx;
+  const double interval_s = absl::ToDoubleSeconds(step.interval);
+  if (what.what == What::kFrames) {
+    if (!DeltaUsable(step.kind) || interval_s <= 0) return;
+    const double rate = static_cast<double>(step.delta) / interval_s;
+    if (rate > 0 && d.frames_rate <= 0) d.frames_start = t - step.interval;
+    if (rate <= 0) d.frames_start = absl::InfinitePast();
+    d.frames_rate = rate;
+    d.frames_time = t;
+    if (rate > 0 && !d.has_duration) d.last_pause = t;
+    if (!d.has_duration) Evaluate(port, pp->prio, t, out);
+    return;
+  }
+  d.has_duration = true;
+  d.time = t;
+  if (!DeltaUsable(step.kind) || interval_s <= 0) {
+    // A reset or garbage: nothing is known about this sample. Start over.
+    d.run = 0;
+    d.active = false;
+    d.fraction = 0;
+    return;
+  }
+  const double f = std::min(1.0, static_cast<double>(step.delta) / (interval_s * 1e6));
+  d.fraction = f;
+  if (f >= options_.storm_fraction) {
+    if (d.run == 0) d.run_start = t - step.interval;
+    ++d.run;
+  } else {
+    d.run = 0;
+  }
+  if (f >= options_.origin_min_fraction) {
+    if (!d.active) d.active_start = t - step.interval;
+    d.active = true;
+  } else {
+    d.active = false;
+  }
+  if (f >= options_.quiet_fraction) d.last_pause = t;
+  Evaluate(port, pp->prio, t, out);
+}
+
+PauseStormDetector::Port* PauseStormDetector::PickOrigin(const std::string& domain, int prio,
+                                                         absl::Time t) const {
+  auto it = by_domain_.find(domain);
+  if (it == by_domain_.end()) return nullptr;
+  const absl::Time since = t - options_.recent;
+  Port* best = nullptr;
+  absl::Time best_onset = absl::InfiniteFuture();
+  double best_fraction = -1;
+  // Storm events name the sender outright: the earliest of them.
+  for (Port* p : it->second) {
+    if (p->storm_event_time >= since && p->storm_event_time < best_onset) {
+      best = p;
+      best_onset = p->storm_event_time;
+    }
+  }
+  if (best != nullptr) return best;
+  for (Port* p : it->second) {
+    Prio* pp = FindPrio(*p, prio);
+    if (pp == nullptr) continue;
+    const Dir& tx = pp->tx;
+    absl::Time onset;
+    if (tx.has_duration) {
+      if (!tx.active || tx.time < since) continue;
+      onset = tx.active_start;
+    } else {
+      if (tx.frames_rate <= 0 || tx.frames_time < since) continue;
+      onset = tx.frames_start;
+    }
+    if (onset < best_onset || (onset == best_onset && tx.fraction > best_fraction)) {
+      best = p;
+      best_onset = onset;
+      best_fraction = tx.fraction;
+    }
+  }
+  return best;
+}
+
+void PauseStormDetector::Spread(Storm& s, absl::Time t, bool& changed) {
+  auto it = by_domain_.find(s.domain);
+  if (it == by_domain_.end()) return;
+  const absl::Time since = t - options_.recent;
+  for (Port* p : it->second) {
+    if (p == s.origin) continue;
+    Prio* pp = FindPrio(*p, s.prio);
+    if (pp == nullptr || pp->rx.time < since) continue;
+    const std::string key = absl::StrCat("spread/", p->node, "/", p->id.Describe());
+    auto sp = s.spread.find(key);
+    if (sp != s.spread.end()) {
+      sp->second = std::max(sp->second, pp->rx.fraction);
+      if (std::find(s.members.begin(), s.members.end(), p) == s.members.end()) {
+        s.members.push_back(p);  // listed before a restart
+        ++p->storms;
+      }
+      continue;
+    }
+    if (pp->rx.fraction < options_.spread_fraction) continue;
+    s.spread[key] = pp->rx.fraction;
+    s.members.push_back(p);
+    ++p->storms;
+    changed = true;
+  }
+}
+
+Finding PauseStormDetector::Make(const Storm& s, absl::Time at, bool active) const {
+  Finding f;
+  f.kind = IncidentKind::kPauseStorm;
+  f.entity = s.entity;
+  f.at = at;
+  f.active = active;
+  f.severity = s.severity;
+  std::vector<std::string> reached;
+  for (const auto& [k, v] : s.spread) {
+    f.evidence[k] = v;
+    reached.push_back(absl::StrFormat("%s (paused %.0f%%)", k.substr(7), 100 * v));
+  }
+  f.evidence["spread_ports"] = static_cast<double>(s.spread.size());
+  f.evidence["consecutive_samples"] = s.samples;
+  std::string from;
+  if (s.origin != nullptr) {
+    const Port& o = *s.origin;
+    for (const Prio& x : o.prios) {
+      if (x.prio != s.prio && s.prio >= 0) continue;
+      f.evidence["origin_tx_pause_fraction"] = x.tx.fraction;
+      f.evidence["origin_rx_pause_fraction"] = x.rx.fraction;
+      if (x.tx.frames_rate > 0) f.evidence["origin_tx_pause_frames_per_s"] = x.tx.frames_rate;
+      break;
+    }
+    f.evidence["storm_warning_events"] = o.warning_events;
+    f.evidence["storm_error_events"] = o.error_events;
+    from = absl::StrFormat("%s %s sends pauses (tx paused %.0f%%)", o.node, o.id.Describe(),
+                           100 * f.evidence["origin_tx_pause_fraction"]);
+  } else {
+    std::string where = s.domain.substr(s.domain.find(':') + 1);
+    if (absl::StartsWith(s.domain, "leaf:") && topology_ != nullptr) {
+      where = topology_->LeafName(where);
+    }
+    from = absl::StrCat("origin not in view (", where, ")");
+  }
+  f.summary = absl::StrCat("PFC pause storm on priority ", PrioName(s.prio), ": ", from,
+                           reached.empty() ? "" : "; reaching ", absl::StrJoin(reached, ", "));
+  return f;
+}
+
+void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vector<Finding>& out) {
+  const auto key = std::make_pair(port.domain, prio);
+  auto it = storms_.find(key);
+  const bool event = port.storm_event_time == t;
+  if (it == storms_.end()) {
+    Prio* pp = prio >= 0 || !port.prios.empty() ? FindPrio(port, prio) : nullptr;
+    const int run = pp == nullptr ? 0 : std::max(pp->rx.run, pp->tx.run);
+    if (!event && run < options_.storm_samples) return;
+    auto s = std::make_unique<Storm>();
+    s->domain = port.domain;
+    s->prio = prio;
+    s->origin = event ? &port : PickOrigin(port.domain, prio, t);
+    s->opened = t;
+    s->last_pause = t;
+    s->samples = run;
+    if (s->origin != nullptr) {
+      s->entity = s->origin->id.Entity(s->origin->node);
+      s->members.push_back(s->origin);
+      ++s->origin->storms;
+    } else {
+      const size_t colon = port.domain.find(':');
+      s->entity[port.domain.substr(0, colon)] = port.domain.substr(colon + 1);
+      s->entity["origin"] = "unknown";
+    }
+    if (prio >= 0) s->entity["priority"] = PrioName(prio);
+    bool changed = false;
+    Spread(*s, t, changed);
+    if (s->origin == nullptr && s->members.empty()) {  // the port that met the rule, at least
+      s->members.push_back(&port);
+      ++port.storms;
+    }
+    double top = 0;
+    for (Port* m : s->members) {
+      if (Prio* mp = FindPrio(*m, prio)) top = std::max({top, mp->rx.fraction, mp->tx.fraction});
+    }
+    s->severity = (top >= 0.9 || !s->spread.empty() ||
+                   (s->origin != nullptr && s->origin->error_events > 0))
+                      ? Severity::kCritical
+                      : Severity::kWarning;
+    out.push_back(Make(*s, t, true));
+    storms_.emplace(key, std::move(s));
+    return;
+  }
+  Storm& s = *it->second;
+  bool changed = false;
+  Spread(s, t, changed);
+  if (changed) {  // the storm reached another port
+    s.severity = Severity::kCritical;
+    out.push_back(Make(s, t, true));
+  }
+  CheckRestored(s, t, out);
+}
+
+void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Finding>& out) {
+  absl::Time last_pause = absl::InfinitePast();
+  absl::Time latest = absl::InfinitePast();
+  for (Port* m : s.members) {
+    Prio* pp = FindPrio(*m, s.prio);
+    if (pp != nullptr) {
+      last_pause = std::max({last_pause, pp->rx.last_pause, pp->tx.last_pause});
+      latest = std::max({latest, pp->rx.time, pp->tx.time, pp->rx.frames_time,
+                         pp->tx.frames_time});
+    }
+    last_pause = std::max(last_pause, m->storm_event_time);
+  }
+  s.last_pause = std::max(s.last_pause, last_pause);
+  // Every member must have been sampled quiet for the restoration time.
+  for (Port* m : s.members) {
+    Prio* pp = FindPrio(*m, s.prio);
+    if (pp == nullptr) continue;
+    const absl::Time seen = std::max({pp->rx.time, pp->tx.time, pp->rx.frames_time,
+                                      pp->tx.frames_time});
+    if (seen < t - options_.recent) continue;  // gone quiet by going away: others decide
+    if (seen - s.last_pause < options_.restoration_time) return;
+  }
+  if (t - s.last_pause < options_.restoration_time) return;
+  Finding f = Make(s, t, false);
+  f.evidence["quiet_s"] = absl::ToDoubleSeconds(t - s.last_pause);
+  f.summary = absl::StrCat("PFC pause storm on priority ", PrioName(s.prio), " is over: no pause for ",
+                           absl::FormatDuration(options_.restoration_time));
+  out.push_back(std::move(f));
+  for (Port* m : s.members) --m->storms;
+  storms_.erase(std::make_pair(s.domain, s.prio));
+}
+
+void PauseStormDetector::Advance(absl::Time now, std::vector<Finding>& out) {
+  for (auto it = storms_.begin(); it != storms_.end();) {
+    Storm& s = *it->second;
+    absl::Time seen = absl::InfinitePast();
+    for (Port* m : s.members) seen = std::max(seen, m->last_input);
+    if (seen + options_.stale_after <= now) {
+      Finding f = Make(s, now, false);
+      f.evidence["stale"] = 1;
+      out.push_back(std::move(f));
+      for (Port* m : s.members) --m->storms;
+      it = storms_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  for (auto it = ports_.begin(); it != ports_.end();) {
+    Port* p = it->second.get();
+    if (p->storms <= 0 && p->last_input + options_.stale_after <= now) {
+      std::vector<Port*>& v = by_domain_[p->domain];
+      v.erase(std::remove(v.begin(), v.end(), p), v.end());
+      ports_.erase(it++);
+      continue;
+    }
+    ++it;
+  }
+}
+
+bool PauseStormDetector::Restore(const Finding& open) {
+  if (open.kind != IncidentKind::kPauseStorm) return false;
+  auto get = [&](const char* k) -> std::string {
+    auto it = open.entity.find(k);
+    return it == open.entity.end() ? std::string() : it->second;
+  };
+  int prio = -1;
+  const std::string p = get("priority");
+  if (p == "global") {
+    prio = kGlobal;
+  } else if (!p.empty() && !absl::SimpleAtoi(p, &prio)) {
+    prio = -1;
+  }
+  auto s = std::make_unique<Storm>();
+  s->prio = prio;
+  s->entity = open.entity;
+  s->opened = open.at;
+  s->last_pause = open.at;
+  s->severity = open.severity;
+  for (const auto& [k, v] : open.evidence) {
+    if (absl::StartsWith(k, "spread/")) s->spread[k] = v;
+  }
+  const std::string node = get("node");
+  if (get("origin") == "unknown") {
+    s->domain = get("leaf").empty() ? absl::StrCat("node:", node)
+                                    : absl::StrCat("leaf:", get("leaf"));
+  } else {
+    if (node.empty()) return false;
+    CounterStep step;
+    step.node = node;
+    if (!get("device").empty()) {
+      step.source = "infiniband";
+      step.device = get("device");
+      step.port = get("port");
+    } else {
+      step.source = "ethtool";
+      step.device = get("netdev");
+    }
+    const std::string device(step.device), port(step.port);
+    step.device = device;
+    step.port = port;
+    Port& origin = GetPort(step);
+    origin.last_input = std::max(origin.last_input, open.at);
+    s->origin = &origin;
+    s->domain = origin.domain;
+    s->members.push_back(&origin);
+    ++origin.storms;
+  }
+  const auto key = std::make_pair(s->domain, prio);
+  if (storms_.count(key)) return true;
+  storms_.emplace(key, std::move(s));
+  return true;
+}
+
+}  // namespace ringside::analysis

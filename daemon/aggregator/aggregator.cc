@@ -1,0 +1,222 @@
+#include "daemon/aggregator/aggregator.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/aggregator/aggregator_json.h"
+#include "daemon/aggregator/aggregator_metrics.h"
+#include "daemon/aggregator/http_server.h"
+#include "daemon/aggregator/ingest_service.h"
+#include "daemon/common/log.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "prometheus/text_serializer.h"
+
+namespace ringside::daemon {
+
+std::string GrpcListenAddress(const std::string& listen) {
+  if (absl::StartsWith(listen, ":")) return absl::StrCat("[::]", listen);
+  return listen;
+}
+
+Aggregator::Aggregator(AggregatorOptions options) : options_(std::move(options)) {}
+
+Aggregator::~Aggregator() { Shutdown(); }
+
+void Aggregator::Log(const std::string& message) const {
+  if (options_.log) options_.log(message);
+}
+
+absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions options) {
+  std::unique_ptr<Aggregator> a(new Aggregator(std::move(options)));
+  AggregatorOptions& o = a->options_;
+  if (!o.log) o.log = [](const std::string& m) { LogLine(m); };
+  if (!o.now) o.now = absl::Now;
+  if (o.limits.max_sessions == 0) o.limits.max_sessions = 2 * o.limits.max_nodes + 64;
+  if (o.limits.max_message_bytes == 0 || o.limits.max_message_bytes > (1u << 30)) {
+    return absl::InvalidArgumentError("--max-message-bytes must be in 1..1073741824");
+  }
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+      MakeServerCredentials(o.tls, o.listen);
+  if (!creds.ok()) return creds.status();
+
+  a->stats_ = std::make_unique<IngestStats>();
+  IngestOptions io;
+  io.min_protocol_version = o.min_protocol_version;
+  io.max_protocol_version = o.max_protocol_version;
+  io.limits = o.limits;
+  io.windows = o.windows;
+  io.stale_after = o.stale_after;
+  io.now = o.now;
+  io.log = o.log;
+  a->core_ = std::make_unique<IngestCore>(io, a->stats_.get());
+  IngestCore* core = a->core_.get();
+
+  if (!o.state_dir.empty()) {
+    JournalOptions jo = o.journal;
+    jo.dir = absl::StrCat(o.state_dir, "/journal");
+    jo.watermarks = [core] { return core->Watermarks(); };
+    jo.log = o.log;
+    std::vector<Watermark> marks;
+    absl::StatusOr<std::unique_ptr<Journal>> j = Journal::Open(
+        jo, [core](const JournalEntry& e) { core->RestoreEntry(e); }, &marks, &a->replay_stats_);
+    if (!j.ok()) {
+      return absl::Status(j.status().code(),
+                          absl::StrCat("journal in ", jo.dir, ": ", j.status().message()));
+    }
+    a->journal_ = std::move(*j);
+    core->RestoreWatermarks(marks);
+    core->SetJournal(a->journal_.get());
+    const JournalReadStats& r = a->replay_stats_;
+    a->Log(absl::StrCat("journal ", jo.dir, ": restored ", marks.size(), " watermarks and ",
+                        r.payloads - r.duplicates, " payloads from ", r.segments, " segments (",
+                        r.duplicates, " duplicates skipped, ", r.corrupt_segments,
+                        " torn segment tails)"));
+  } else {
+    a->Log("no --state-dir: memory only (a restart forgets watermarks and windows; agents resend "
+           "only what was not acked)");
+  }
+
+  IngestServiceOptions so;
+  so.hello_timeout = o.hello_timeout;
+  so.max_sessions = o.limits.max_sessions;
+  so.aggregator_version = o.version;
+  so.now = o.now;
+  a->service_ = std::make_unique<IngestService>(core, a->stats_.get(), so);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(GrpcListenAddress(o.listen), *creds, &a->grpc_port_);
+  builder.RegisterService(a->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.limits.max_message_bytes));
+  builder.SetMaxSendMessageSize(1 << 20);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(o.keepalive.time)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(o.keepalive.timeout)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(o.keepalive.min_client_ping_interval)));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_streams_per_connection);
+  a->server_ = builder.BuildAndStart();
+  if (!a->server_ || a->grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen,
+                                               " (address in use or not local?)"));
+  }
+
+  a->collectable_ = std::make_shared<AggregatorCollectable>(core, a->stats_.get(),
+                                                            a->journal_.get(), o.version);
+  if (!o.http_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(o.http_listen);
+    if (!http.ok()) return http.status();
+    a->http_ = std::move(*http);
+    a->http_port_ = a->http_->port();
+    Aggregator* self = a.get();
+    a->http_->Handle("/metrics", [self](const HttpRequest&) {
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = self->MetricsText();
+      return r;
+    });
+    a->http_->Handle("/healthz", [](const HttpRequest&) {
+      HttpResponse r;
+      r.body = "ok\n";
+      return r;
+    });
+    a->http_->Handle("/api/v1/nodes", [core](const HttpRequest&) {
+      HttpResponse r;
+      r.content_type = "application/json";
+      r.body = NodesJson(core->Nodes());
+      return r;
+    });
+    auto node_param = [](const HttpRequest& req, HttpResponse* r) -> std::string {
+      auto it = req.query.find("node");
+      if (it == req.query.end() || it->second.empty()) {
+        r->status = 400;
+        r->body = "{\"error\":\"give ?node=NAME\"}\n";
+        return "";
+      }
+      return it->second;
+    };
+    a->http_->Handle("/api/v1/series", [core, node_param](const HttpRequest& req) {
+      HttpResponse r;
+      r.content_type = "application/json";
+      const std::string node = node_param(req, &r);
+      if (node.empty()) return r;
+      absl::StatusOr<std::vector<analysis::SeriesView>> series = core->Series(node);
+      if (!series.ok()) {
+        r.status = 404;
+        r.body = "{\"error\":\"unknown node\"}\n";
+        return r;
+      }
+      r.body = SeriesJson(node, *series);
+      return r;
+    });
+    a->http_->Handle("/api/v1/collectives", [core, node_param](const HttpRequest& req) {
+      HttpResponse r;
+      r.content_type = "application/json";
+      const std::string node = node_param(req, &r);
+      if (!node.empty()) r.body = CollectivesJson(node, core->RecentCollectives(node));
+      return r;
+    });
+    a->http_->Handle("/api/v1/link_events", [core, node_param](const HttpRequest& req) {
+      HttpResponse r;
+      r.content_type = "application/json";
+      const std::string node = node_param(req, &r);
+      if (!node.empty()) r.body = LinkEventsJson(node, core->RecentLinkEvents(node));
+      return r;
+    });
+  }
+
+  a->housekeeping_ = std::thread([p = a.get()] { p->Housekeeping(); });
+  return a;
+}
+
+void Aggregator::Housekeeping() {
+  absl::flat_hash_set<std::string> stale;
+  while (!stop_.WaitForNotificationWithTimeout(options_.housekeeping_interval)) {
+    service_->ExpireHellos(options_.now());
+    for (const NodeStatus& n : core_->Nodes()) {
+      const bool was = stale.contains(n.node);
+      if (n.stale && !was) {
+        stale.insert(n.node);
+        Log(absl::StrCat("node ", n.node, " is stale: nothing since ",
+                         absl::FormatTime(n.last_seen, absl::UTCTimeZone())));
+      } else if (!n.stale && was) {
+        stale.erase(n.node);
+        Log(absl::StrCat("node ", n.node, " reports again"));
+      }
+    }
+  }
+}
+
+void Aggregator::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  if (service_) service_->Shutdown();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+  }
+  Log("DEBUG server down");
+  if (journal_) journal_->Close();
+  Log("DEBUG journal closed");
+  http_.reset();
+  Log("DEBUG http closed");
+}
+
+std::vector<prometheus::MetricFamily> Aggregator::CollectMetrics() const {
+  return collectable_ ? collectable_->Collect() : std::vector<prometheus::MetricFamily>{};
+}
+
+std::string Aggregator::MetricsText() const {
+  return prometheus::TextSerializer().Serialize(CollectMetrics());
+}
+
+}  // namespace ringside::daemon

@@ -1,0 +1,123 @@
+// ringside-aggregator as a library: the ingest gRPC server, the journal, the HTTP endpoints and a
+// housekeeping thread, started and stopped as one. main.cc turns flags into AggregatorOptions;
+// tests start one in-process on 127.0.0.1:0 and read its state through core().
+//
+//   AggregatorOptions o;
+//   o.listen = "127.0.0.1:0";
+//   o.http_listen = "127.0.0.1:0";
+//   o.state_dir = dir;                       // empty: memory only
+//   auto agg = Aggregator::Start(o);         // StatusOr<std::unique_ptr<Aggregator>>
+//   (*agg)->grpc_port(); (*agg)->http_port();
+//   (*agg)->core().Series("node-1");         // per-series state
+//   (*agg)->Shutdown();                      // also on destruction
+#ifndef RINGSIDE_DAEMON_AGGREGATOR_AGGREGATOR_H_
+#define RINGSIDE_DAEMON_AGGREGATOR_AGGREGATOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/aggregator/ingest_core.h"
+#include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/journal.h"
+#include "daemon/common/tls.h"
+#include "prometheus/metric_family.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace ringside::daemon {
+
+class AggregatorCollectable;
+class HttpServer;
+class IngestService;
+
+struct GrpcKeepaliveOptions {
+  absl::Duration time = absl::Seconds(30);     // the server pings an idle connection this often
+  absl::Duration timeout = absl::Seconds(10);  // and drops it when a ping is not answered
+  // Client pings are accepted down to this interval (an agent pinging faster is told too_many_pings).
+  absl::Duration min_client_ping_interval = absl::Seconds(5);
+};
+
+struct AggregatorOptions {
+  std::string listen = ":9472";       // gRPC ingest; port 0 picks one
+  std::string http_listen = ":9473";  // /metrics, /healthz, /api/v1/...; empty: no HTTP
+  TlsOptions tls;
+  // The protocol versions spoken (default: this build's, daemon/common/protocol.h).
+  uint32_t min_protocol_version = kMinProtocolVersion;
+  uint32_t max_protocol_version = kProtocolVersion;
+  IngestLimits limits;
+  WindowOptions windows;
+  absl::Duration stale_after = absl::Seconds(30);
+  absl::Duration hello_timeout = absl::Seconds(10);
+  int max_streams_per_connection = 16;
+  GrpcKeepaliveOptions keepalive;
+  // The journal lives in <state_dir>/journal. Empty: memory only.
+  std::string state_dir;
+  JournalOptions journal;  // dir, watermarks and log are filled in by Start()
+  absl::Duration housekeeping_interval = absl::Milliseconds(500);
+  std::function<absl::Time()> now = absl::Now;
+  std::function<void(const std::string&)> log;  // default: LogLine to stderr
+  std::string version = "dev";
+};
+
+class Aggregator {
+ public:
+  // Replays the journal, binds both ports and starts serving.
+  static absl::StatusOr<std::unique_ptr<Aggregator>> Start(AggregatorOptions options);
+  ~Aggregator();
+  Aggregator(const Aggregator&) = delete;
+  Aggregator& operator=(const Aggregator&) = delete;
+
+  // Ends every session (UNAVAILABLE "aggregator shutting down"), stops the gRPC server, flushes
+  // the journal and writes its final checkpoint, stops HTTP. Idempotent.
+  void Shutdown();
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }  // 0 without HTTP
+
+  IngestCore& core() { return *core_; }
+  const IngestStats& stats() const { return *stats_; }
+  const Journal* journal() const { return journal_.get(); }  // null in memory-only mode
+  IngestService& service() { return *service_; }
+  // What /metrics serves, as families and as Prometheus text.
+  std::vector<prometheus::MetricFamily> CollectMetrics() const;
+  std::string MetricsText() const;
+  // What the replay at Start() found.
+  const JournalReadStats& replay_stats() const { return replay_stats_; }
+  const AggregatorOptions& options() const { return options_; }
+
+ private:
+  explicit Aggregator(AggregatorOptions options);
+  void Housekeeping();
+  void Log(const std::string& message) const;
+
+  AggregatorOptions options_;
+  std::unique_ptr<IngestStats> stats_;
+  std::unique_ptr<IngestCore> core_;
+  std::unique_ptr<Journal> journal_;
+  JournalReadStats replay_stats_;
+  std::unique_ptr<IngestService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<AggregatorCollectable> collectable_;
+  std::unique_ptr<HttpServer> http_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+  absl::Notification stop_;
+  std::thread housekeeping_;
+  bool shut_down_ = false;
+};
+
+// ":9472" → "[::]:9472" (every interface), anything else unchanged: gRPC's address syntax.
+std::string GrpcListenAddress(const std::string& listen);
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_AGGREGATOR_AGGREGATOR_H_

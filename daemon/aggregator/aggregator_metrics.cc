@@ -1,0 +1,216 @@
+#include "daemon/aggregator/aggregator_metrics.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "analysis/series_state.h"
+
+namespace ringside::daemon {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+class Families {
+ public:
+  Families() {
+    for (const AggregatorMetricSpec& spec : AggregatorMetricCatalog()) {
+      index_[spec.name] = families_.size();
+      MetricFamily f;
+      f.name = std::string(spec.name);
+      f.help = std::string(spec.help);
+      f.type = spec.type;
+      families_.push_back(std::move(f));
+    }
+  }
+  void Add(absl::string_view name, std::vector<ClientMetric::Label> labels, double value) {
+    auto it = index_.find(name);
+    if (it == index_.end()) return;  // not in the catalog: a bug caught by the catalog test
+    MetricFamily& f = families_[it->second];
+    ClientMetric m;
+    m.label = std::move(labels);
+    if (f.type == MetricType::Counter) {
+      m.counter.value = value;
+    } else {
+      m.gauge.value = value;
+    }
+    f.metric.push_back(std::move(m));
+  }
+  std::vector<MetricFamily> Take() {
+    std::vector<MetricFamily> out;
+    for (MetricFamily& f : families_) {
+      if (!f.metric.empty()) out.push_back(std::move(f));
+    }
+    return out;
+  }
+
+ private:
+  std::map<absl::string_view, size_t> index_;
+  std::vector<MetricFamily> families_;
+};
+
+double Load(const std::atomic<uint64_t>& a) {
+  return static_cast<double>(a.load(std::memory_order_relaxed));
+}
+
+template <typename Enum, size_t N>
+void AddEnum(Families& out, absl::string_view family, absl::string_view label,
+             const std::array<std::atomic<uint64_t>, N>& counters,
+             absl::string_view (*name)(Enum)) {
+  for (size_t i = 0; i < counters.size(); ++i) {
+    out.Add(family, {{std::string(label), std::string(name(static_cast<Enum>(i)))}},
+            Load(counters[i]));
+  }
+}
+
+}  // namespace
+
+const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
+  static const auto* catalog = new std::vector<AggregatorMetricSpec>{
+      {"ringside_aggregator_build_info", MetricType::Gauge, "version",
+       "Always 1; the aggregator's version as a label."},
+      {"ringside_aggregator_messages_received_total", MetricType::Counter, "type",
+       "Stream messages received, by type (hello, series_defs, samples, collectives, link_events, "
+       "other), duplicates included."},
+      {"ringside_aggregator_samples_received_total", MetricType::Counter, "",
+       "Sample values taken into series state."},
+      {"ringside_aggregator_samples_rejected_total", MetricType::Counter, "reason",
+       "Sample values skipped: undefined_id (never defined for the node), out_of_order (not newer "
+       "than the series' last sample)."},
+      {"ringside_aggregator_counter_steps_total", MetricType::Counter, "kind",
+       "Samples taken in, by how the step was classified: baseline, normal, wrap, reset, "
+       "saturated, invalid, value (gauges and states)."},
+      {"ringside_aggregator_collective_records_received_total", MetricType::Counter, "",
+       "Collective records received (each once: duplicates are not counted)."},
+      {"ringside_aggregator_link_events_received_total", MetricType::Counter, "",
+       "Link events received (each once)."},
+      {"ringside_aggregator_plugin_dropped_records_total", MetricType::Counter, "",
+       "Collective records the NCCL plugins reported dropping, summed over agents."},
+      {"ringside_aggregator_duplicate_messages_total", MetricType::Counter, "",
+       "Sequenced messages dropped as duplicates (seq at or below the epoch's watermark)."},
+      {"ringside_aggregator_sequence_gap_messages_total", MetricType::Counter, "",
+       "Sequence numbers skipped over: messages the agent no longer held (dropped from its "
+       "buffer) or whose watermark a restart lost."},
+      {"ringside_aggregator_acks_sent_total", MetricType::Counter, "", "Acks sent to agents."},
+      {"ringside_aggregator_series_defined_total", MetricType::Counter, "",
+       "Series ids defined for the first time."},
+      {"ringside_aggregator_series_redefined_total", MetricType::Counter, "",
+       "Series ids redefined with a changed definition."},
+      {"ringside_aggregator_limit_rejections_total", MetricType::Counter, "reason",
+       "Things refused by a limit: max_nodes, max_series_per_node, max_defs_per_message, "
+       "max_sessions, journal_backlog."},
+      {"ringside_aggregator_sessions_refused_total", MetricType::Counter, "reason",
+       "Streams refused at or before their Hello: no_hello, bad_hello, version, permission, "
+       "hello_timeout, limit, shutting_down."},
+      {"ringside_aggregator_sessions_ended_total", MetricType::Counter, "reason",
+       "Sessions (after a Hello) that ended: client_closed, cancelled, replaced, protocol_error, "
+       "limit, shutdown."},
+      {"ringside_aggregator_sessions_started_total", MetricType::Counter, "",
+       "Sessions whose Hello was accepted."},
+      {"ringside_aggregator_sessions_active", MetricType::Gauge, "",
+       "Nodes with a live session."},
+      {"ringside_aggregator_streams_open", MetricType::Gauge, "",
+       "Ingest streams open, with or without a Hello."},
+      {"ringside_aggregator_nodes", MetricType::Gauge, "", "Nodes known."},
+      {"ringside_aggregator_nodes_stale", MetricType::Gauge, "",
+       "Known nodes with no message for longer than --stale-after."},
+      {"ringside_aggregator_series", MetricType::Gauge, "", "Series defined, all nodes."},
+      {"ringside_aggregator_series_state_bytes", MetricType::Gauge, "",
+       "Bytes of series state: 64-byte hot state, definitions, id index and interned names."},
+      {"ringside_aggregator_window_collective_records", MetricType::Gauge, "",
+       "Collective records held in the per-node windows."},
+      {"ringside_aggregator_window_link_events", MetricType::Gauge, "",
+       "Link events held in the per-node windows."},
+      {"ringside_aggregator_node_last_seen_timestamp_seconds", MetricType::Gauge, "node",
+       "When the node's last message arrived (aggregator clock, Unix seconds)."},
+      {"ringside_aggregator_node_stale", MetricType::Gauge, "node",
+       "1 when the node sent nothing for longer than --stale-after, else 0."},
+      {"ringside_aggregator_node_series", MetricType::Gauge, "node", "Series defined by the node."},
+      {"ringside_aggregator_journal_enabled", MetricType::Gauge, "",
+       "1 with --state-dir (durable journal), 0 in memory-only mode."},
+      {"ringside_aggregator_journal_healthy", MetricType::Gauge, "",
+       "1 when the journal's last write succeeded; 0 while writes fail (nothing is acked)."},
+      {"ringside_aggregator_journal_bytes", MetricType::Gauge, "",
+       "Bytes of journal segments on disk."},
+      {"ringside_aggregator_journal_segments", MetricType::Gauge, "", "Journal segments on disk."},
+      {"ringside_aggregator_journal_pending_bytes", MetricType::Gauge, "",
+       "Journal bytes queued, not yet durable."},
+      {"ringside_aggregator_journal_records_written_total", MetricType::Counter, "",
+       "Payload records made durable."},
+      {"ringside_aggregator_journal_commits_total", MetricType::Counter, "",
+       "Group commits (one write and one fdatasync each)."},
+      {"ringside_aggregator_journal_write_errors_total", MetricType::Counter, "",
+       "Failed journal writes or syncs (full disk, I/O error)."},
+      {"ringside_aggregator_journal_segments_deleted_total", MetricType::Counter, "",
+       "Old segments deleted to stay within --journal-max-bytes."},
+  };
+  return *catalog;
+}
+
+std::vector<MetricFamily> AggregatorCollectable::Collect() const {
+  Families out;
+  const IngestStats& s = *stats_;
+  out.Add("ringside_aggregator_build_info", {{"version", version_}}, 1);
+  AddEnum(out, "ringside_aggregator_messages_received_total", "type", s.messages, MessageTypeName);
+  out.Add("ringside_aggregator_samples_received_total", {}, Load(s.samples));
+  AddEnum(out, "ringside_aggregator_samples_rejected_total", "reason", s.samples_rejected,
+          SampleRejectionName);
+  for (size_t k = 1; k < kStepKinds; ++k) {  // kNone never counts
+    out.Add("ringside_aggregator_counter_steps_total",
+            {{"kind", std::string(analysis::StepKindName(static_cast<analysis::StepKind>(k)))}},
+            Load(s.steps[k]));
+  }
+  out.Add("ringside_aggregator_collective_records_received_total", {}, Load(s.collective_records));
+  out.Add("ringside_aggregator_link_events_received_total", {}, Load(s.link_events));
+  out.Add("ringside_aggregator_plugin_dropped_records_total", {}, Load(s.plugin_dropped_records));
+  out.Add("ringside_aggregator_duplicate_messages_total", {}, Load(s.duplicates));
+  out.Add("ringside_aggregator_sequence_gap_messages_total", {}, Load(s.gap_messages));
+  out.Add("ringside_aggregator_acks_sent_total", {}, Load(s.acks));
+  out.Add("ringside_aggregator_series_defined_total", {}, Load(s.series_defined));
+  out.Add("ringside_aggregator_series_redefined_total", {}, Load(s.series_redefined));
+  AddEnum(out, "ringside_aggregator_limit_rejections_total", "reason", s.limit_rejections,
+          LimitReasonName);
+  AddEnum(out, "ringside_aggregator_sessions_refused_total", "reason", s.refusals,
+          RefusalReasonName);
+  AddEnum(out, "ringside_aggregator_sessions_ended_total", "reason", s.ends, EndReasonName);
+  out.Add("ringside_aggregator_sessions_started_total", {}, Load(s.sessions_started));
+  out.Add("ringside_aggregator_streams_open", {},
+          static_cast<double>(s.sessions_active.load(std::memory_order_relaxed)));
+
+  const IngestTotals t = core_->Totals();
+  out.Add("ringside_aggregator_sessions_active", {}, static_cast<double>(t.active_sessions));
+  out.Add("ringside_aggregator_nodes", {}, static_cast<double>(t.nodes));
+  out.Add("ringside_aggregator_nodes_stale", {}, static_cast<double>(t.stale_nodes));
+  out.Add("ringside_aggregator_series", {}, static_cast<double>(t.series));
+  out.Add("ringside_aggregator_series_state_bytes", {}, static_cast<double>(t.state_bytes));
+  out.Add("ringside_aggregator_window_collective_records", {},
+          static_cast<double>(t.window_collective_records));
+  out.Add("ringside_aggregator_window_link_events", {}, static_cast<double>(t.window_link_events));
+  for (const NodeStatus& n : core_->Nodes()) {
+    out.Add("ringside_aggregator_node_last_seen_timestamp_seconds", {{"node", n.node}},
+            absl::ToDoubleSeconds(n.last_seen - absl::UnixEpoch()));
+    out.Add("ringside_aggregator_node_stale", {{"node", n.node}}, n.stale ? 1 : 0);
+    out.Add("ringside_aggregator_node_series", {{"node", n.node}}, static_cast<double>(n.series));
+  }
+
+  out.Add("ringside_aggregator_journal_enabled", {}, journal_ != nullptr ? 1 : 0);
+  if (journal_ != nullptr) {
+    const JournalStats j = journal_->stats();
+    out.Add("ringside_aggregator_journal_healthy", {}, j.healthy ? 1 : 0);
+    out.Add("ringside_aggregator_journal_bytes", {}, static_cast<double>(j.bytes));
+    out.Add("ringside_aggregator_journal_segments", {}, static_cast<double>(j.segments));
+    out.Add("ringside_aggregator_journal_pending_bytes", {}, static_cast<double>(j.pending_bytes));
+    out.Add("ringside_aggregator_journal_records_written_total", {},
+            static_cast<double>(j.records_written));
+    out.Add("ringside_aggregator_journal_commits_total", {}, static_cast<double>(j.commits));
+    out.Add("ringside_aggregator_journal_write_errors_total", {},
+            static_cast<double>(j.write_errors));
+    out.Add("ringside_aggregator_journal_segments_deleted_total", {},
+            static_cast<double>(j.segments_deleted));
+  }
+  return out.Take();
+}
+
+}  // namespace ringside::daemon

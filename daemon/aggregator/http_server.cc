@@ -1,0 +1,111 @@
+#include "daemon/aggregator/http_server.h"
+
+#include <CivetServer.h>
+#include <civetweb.h>
+
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace ringside::daemon {
+namespace {
+
+std::string UrlDecode(absl::string_view s) {
+  std::string out(s.size() + 1, '\0');
+  int n = mg_url_decode(s.data(), static_cast<int>(s.size()), out.data(),
+                        static_cast<int>(out.size()), /*is_form_url_encoded=*/1);
+  if (n < 0) return std::string(s);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+const char* StatusText(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
+  }
+}
+
+}  // namespace
+
+class HttpServer::Adapter final : public CivetHandler {
+ public:
+  explicit Adapter(Handler handler) : handler_(std::move(handler)) {}
+
+  bool handleGet(CivetServer* server, struct mg_connection* conn) override {
+    const struct mg_request_info* info = mg_get_request_info(conn);
+    HttpRequest req;
+    req.path = info->local_uri != nullptr ? info->local_uri : "";
+    if (info->query_string != nullptr) {
+      for (absl::string_view kv : absl::StrSplit(info->query_string, '&', absl::SkipEmpty())) {
+        std::pair<absl::string_view, absl::string_view> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+        req.query[UrlDecode(p.first)] = UrlDecode(p.second);
+      }
+    }
+    HttpResponse resp;
+    try {
+      resp = handler_(req);
+    } catch (const std::exception& e) {
+      resp.status = 500;
+      resp.body = absl::StrCat("internal error: ", e.what(), "\n");
+    }
+    std::string head = absl::StrCat("HTTP/1.1 ", resp.status, " ", StatusText(resp.status),
+                                    "\r\nContent-Type: ", resp.content_type,
+                                    "\r\nContent-Length: ", resp.body.size(),
+                                    "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+    mg_write(conn, head.data(), head.size());
+    mg_write(conn, resp.body.data(), resp.body.size());
+    return true;
+  }
+
+ private:
+  Handler handler_;
+};
+
+std::string CivetListenAddress(const std::string& listen) {
+  if (absl::StartsWith(listen, ":")) return listen.substr(1);
+  return listen;
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
+                                                              int threads) {
+  std::unique_ptr<HttpServer> s(new HttpServer());
+  std::vector<std::string> options = {"listening_ports", CivetListenAddress(listen),
+                                      "num_threads", absl::StrCat(threads < 1 ? 1 : threads),
+                                      "request_timeout_ms", "10000"};
+  try {
+    s->server_ = std::make_unique<CivetServer>(options);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", e.what()));
+  }
+  if (s->server_->getContext() == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  std::vector<int> ports = s->server_->getListeningPorts();
+  s->port_ = ports.empty() ? 0 : ports.front();
+  return s;
+}
+
+HttpServer::~HttpServer() {
+  if (server_) server_->close();
+  server_.reset();
+}
+
+void HttpServer::Handle(const std::string& path, Handler handler) {
+  adapters_.push_back(std::make_unique<Adapter>(std::move(handler)));
+  server_->addHandler(path, adapters_.back().get());
+}
+
+}  // namespace ringside::daemon

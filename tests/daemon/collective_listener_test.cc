@@ -1,0 +1,422 @@
+// The agent's collective-record socket: permissions, peer credentials, the rate limit, the caps,
+// and rogue senders (garbage, truncated, oversized and invalid records) cut off and counted while
+// genuine senders on the same socket are not disturbed.
+#include "daemon/agent/collective_listener.h"
+
+#include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "collectors/nccl_plugin/record_format.h"
+#include "collectors/nccl_plugin/record_proto.h"
+#include "daemon/agent/collective_metrics.h"
+#include "prometheus/text_serializer.h"
+#include "tests/testing/prom_text.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ringside::daemon {
+namespace {
+
+namespace rc = ::ringside::collectors;
+
+rc::CollectiveRecordFields Record(uint64_t seq, const char* job = "job-1") {
+  rc::CollectiveRecordFields r;
+  r.rank = 1;
+  r.nranks = 4;
+  r.pid = 4242;  // what the sender claims; the agent uses the kernel's word
+  r.comm_id = 99;
+  r.seq = seq;
+  r.bytes = 1024;
+  r.enqueue_unix_nanos = 1'700'000'000'000'000'000;
+  r.channels = 2;
+  r.job_id.Set(job);
+  r.host.Set("container-7f3a");
+  r.function.Set("AllReduce");
+  return r;
+}
+
+std::string Frame(const std::vector<rc::CollectiveRecordFields>& records, uint64_t dropped = 0,
+                  const char* job = "job-1") {
+  rc::BatchHeaderFields h;
+  h.dropped = dropped;
+  h.job_id.Set(job);
+  return *rc::EncodeFrame(h, records);
+}
+
+std::string Records(uint64_t first, int n, const char* job = "job-1") {
+  std::vector<rc::CollectiveRecordFields> v;
+  for (int i = 0; i < n; ++i) v.push_back(Record(first + i, job));
+  return Frame(v);
+}
+
+int Connect(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool Send(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// True when the agent closed the connection within `timeout` (EOF or reset on read).
+bool ClosedByAgent(int fd, absl::Duration timeout) {
+  struct pollfd p = {fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) return false;
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+class CollectiveListenerTest : public ::testing::Test {
+ protected:
+  std::string Path() const { return tmp_.path() + "/collectives.sock"; }
+
+  void Start(CollectiveListenerOptions o = {}, std::function<absl::Time()> clock = absl::Now) {
+    o.socket_path = Path();
+    auto l = CollectiveListener::Start(
+        o,
+        [this](v1::CollectiveBatch b) {
+          absl::MutexLock lock(&mu_);
+          for (const auto& [job, n] : b.dropped_by_job()) dropped_[job] += n;
+          for (auto& r : *b.mutable_records()) records_.push_back(r);
+        },
+        std::move(clock),
+        [this](const std::string& line) {
+          absl::MutexLock lock(&mu_);
+          log_.push_back(line);
+        });
+    ASSERT_TRUE(l.ok()) << l.status();
+    listener_ = std::move(*l);
+  }
+
+  bool WaitFor(std::function<bool()> done, absl::Duration timeout = absl::Seconds(10)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return done();
+  }
+  size_t RecordCount() {
+    absl::MutexLock lock(&mu_);
+    return records_.size();
+  }
+  std::vector<v1::CollectiveRecord> records() {
+    absl::MutexLock lock(&mu_);
+    return records_;
+  }
+  std::vector<std::string> log() {
+    absl::MutexLock lock(&mu_);
+    return log_;
+  }
+  uint64_t Rejected(const std::string& reason) { return listener_->Stats().rejections.at(reason); }
+
+  testing::TempDir tmp_;
+  absl::Mutex mu_;
+  std::vector<v1::CollectiveRecord> records_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> dropped_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<CollectiveListener> listener_;
+};
+
+TEST_F(CollectiveListenerTest, SocketIsMode0660AndOwnedByTheConfiguredGroup) {
+  struct group* daemon_group = getgrnam("daemon");
+  ASSERT_NE(daemon_group, nullptr);
+  CollectiveListenerOptions o;
+  o.socket_group = "daemon";
+  Start(o);
+  struct stat st;
+  ASSERT_EQ(::stat(Path().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, daemon_group->gr_gid);
+  // The socket is removed with the listener.
+  listener_.reset();
+  EXPECT_NE(::stat(Path().c_str(), &st), 0);
+}
+
+TEST_F(CollectiveListenerTest, BadOptionsAndOccupiedPathsAreClearErrors) {
+  CollectiveListenerOptions o;
+  o.socket_path = Path();
+  o.socket_group = "no-such-group-ringside";
+  EXPECT_EQ(CollectiveListener::Start(o, nullptr).status().code(), absl::StatusCode::kNotFound);
+  o.socket_group = "";
+  o.socket_path = std::string(200, 'x');
+  EXPECT_EQ(CollectiveListener::Start(o, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A regular file is never replaced.
+  o.socket_path = tmp_.path() + "/file";
+  std::ofstream(o.socket_path) << "keep me";
+  EXPECT_EQ(CollectiveListener::Start(o, nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A stale socket (nobody listening) is replaced; a live one is not taken over.
+  {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, Path().data(), Path().size());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+  }
+  Start();
+  o.socket_path = Path();
+  auto second = CollectiveListener::Start(o, nullptr);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists) << second.status();
+  const int fd = Connect(Path());
+  ASSERT_GE(fd, 0) << "the first listener still serves";
+  ::close(fd);
+}
+
+TEST_F(CollectiveListenerTest, PeerCredentialsGiveThePidAndTheNodeNameTheHost) {
+  CollectiveListenerOptions o;
+  o.node = "gpu-node-17";
+  Start(o);
+  const int fd = Connect(Path());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(Send(fd, Records(0, 3)));
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 3; }));
+  for (const auto& r : records()) {
+    EXPECT_EQ(r.pid(), static_cast<uint32_t>(::getpid())) << "SO_PEERCRED, not the claimed 4242";
+    EXPECT_EQ(r.host(), "gpu-node-17");
+    EXPECT_EQ(r.job_id(), "job-1");
+    EXPECT_EQ(r.nranks(), 4u);
+  }
+  ::close(fd);
+}
+
+TEST_F(CollectiveListenerTest, RogueSendersAreCutOffAndCountedWhileGenuineSendersAreNot) {
+  CollectiveListenerOptions o;
+  o.frame_timeout = absl::Milliseconds(300);
+  o.log_interval = absl::Hours(1);
+  Start(o);
+
+  // A genuine sender keeps one connection and sends a frame every 2 ms throughout.
+  std::atomic<bool> stop{false};
+  std::atomic<int> genuine_sent{0};
+  std::atomic<bool> genuine_ok{true};
+  std::thread genuine([&] {
+    const int fd = Connect(Path());
+    if (fd < 0) {
+      genuine_ok = false;
+      return;
+    }
+    for (int i = 0; !stop && i < 5000; ++i) {
+      if (!Send(fd, Records(genuine_sent, 4, "genuine"))) {
+        genuine_ok = false;
+        break;
+      }
+      genuine_sent += 4;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    ::close(fd);
+  });
+
+  std::string bad_record = Records(0, 2, "rogue");
+  bad_record[rc::kBatchHeaderSize + rc::kRecordSize + 12] = 9;  // record 1: rank 9 of 4
+  std::string bad_string = Records(0, 1, "rogue");
+  bad_string[rc::kBatchHeaderSize + 272 + 2] = '\x01';  // a control character in the function
+  std::string bad_version = Records(0, 1, "rogue");
+  bad_version[4] = 9;
+  std::string bad_length = Records(0, 1, "rogue");
+  bad_length[16] = 1;  // record_length 0x0101 = 257
+  std::string oversized = Records(0, 1, "rogue");
+  oversized[13] = 0x10;  // record_count 4097
+  const std::string one_good = Records(1000, 1, "rogue");
+  struct Rogue {
+    std::string name;
+    std::string bytes;
+    bool close_after;  // close our end right after sending (EOF mid-frame)
+    std::string reason;
+  };
+  const std::vector<Rogue> rogues = {
+      {"http request", "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", false, "bad_magic"},
+      {"random bytes", std::string(4096, '\xa5'), false, "bad_magic"},
+      {"valid frame then garbage", one_good + "garbage!", false, "bad_magic"},
+      {"half a header", Records(0, 1, "rogue").substr(0, 50), true, "truncated"},
+      {"header promising 3, then EOF", Records(0, 3, "rogue").substr(0, 96 + 352), true,
+       "truncated"},
+      {"header promising 3, then silence", Records(0, 3, "rogue").substr(0, 96 + 100), false,
+       "truncated"},
+      {"oversized count", oversized, false, "oversized"},
+      {"wrong record length", bad_length, false, "bad_length"},
+      {"wrong version", bad_version, false, "bad_version"},
+      {"rank beyond nranks", bad_record, false, "bad_value"},
+      {"control character", bad_string, false, "bad_string"},
+  };
+  std::map<std::string, uint64_t> want;
+  for (const Rogue& r : rogues) {
+    const int fd = Connect(Path());
+    ASSERT_GE(fd, 0) << r.name;
+    ASSERT_TRUE(Send(fd, r.bytes)) << r.name;
+    if (r.close_after) {
+      ::shutdown(fd, SHUT_WR);
+    }
+    EXPECT_TRUE(ClosedByAgent(fd, absl::Seconds(5))) << r.name << ": the agent kept the connection";
+    ::close(fd);
+    ++want[r.reason];
+    ASSERT_TRUE(WaitFor([&] { return Rejected(r.reason) == want[r.reason]; })) << r.name;
+  }
+  stop = true;
+  genuine.join();
+  ASSERT_TRUE(genuine_ok) << "the genuine sender's connection failed";
+
+  // Every rejection counted under its reason; nothing else.
+  const CollectiveListenerStats st = listener_->Stats();
+  for (const auto& [reason, n] : st.rejections) {
+    EXPECT_EQ(n, want.count(reason) ? want[reason] : 0u) << reason;
+  }
+  // The genuine sender lost nothing; of the rogues, only the valid frame before the garbage got in.
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == static_cast<size_t>(genuine_sent) + 1; }))
+      << RecordCount() << " of " << genuine_sent + 1;
+  std::vector<uint64_t> genuine_seqs;
+  int rogue_records = 0;
+  for (const auto& r : records()) {
+    if (r.job_id() == "genuine") {
+      genuine_seqs.push_back(r.seq());
+    } else {
+      ++rogue_records;
+      EXPECT_EQ(r.seq(), 1000u);
+    }
+  }
+  EXPECT_EQ(rogue_records, 1);
+  for (size_t i = 0; i < genuine_seqs.size(); ++i) ASSERT_EQ(genuine_seqs[i], i);
+  EXPECT_EQ(st.jobs.at("genuine").records, static_cast<uint64_t>(genuine_sent));
+  // One log line per reason (the interval is an hour), naming the sender.
+  int bad_magic_lines = 0;
+  for (const std::string& line : log()) {
+    EXPECT_TRUE(absl::StrContains(line, absl::StrCat("pid ", ::getpid()))) << line;
+    bad_magic_lines += absl::StrContains(line, "bad_magic") ? 1 : 0;
+  }
+  EXPECT_EQ(bad_magic_lines, 1);
+  EXPECT_EQ(st.connections_accepted, rogues.size() + 1);
+  EXPECT_TRUE(WaitFor([&] { return listener_->Stats().connections_open == 0; }));
+}
+
+TEST_F(CollectiveListenerTest, RateLimitIsPerConnectionAndCounted) {
+  absl::Mutex clock_mu;
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  CollectiveListenerOptions o;
+  o.records_per_second = 5;
+  o.burst_records = 10;
+  Start(o, [&] {
+    absl::MutexLock lock(&clock_mu);
+    return now;
+  });
+  const int a = Connect(Path());
+  const int b = Connect(Path());
+  ASSERT_TRUE(Send(a, Records(0, 25)));
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 10; }));
+  ASSERT_TRUE(Send(b, Records(100, 25)));  // its own bucket
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 20; }));
+  {
+    absl::MutexLock lock(&clock_mu);
+    now += absl::Seconds(1);  // 5 more records for each connection
+  }
+  ASSERT_TRUE(Send(a, Records(200, 25)));
+  ASSERT_TRUE(WaitFor([&] { return listener_->Stats().jobs["job-1"].rate_limited == 15 + 15 + 20; }));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(RecordCount(), 25u);
+  const CollectiveListenerStats st = listener_->Stats();
+  EXPECT_EQ(st.jobs.at("job-1").records, 25u);
+  EXPECT_EQ(st.jobs.at("job-1").rate_limited, 50u);
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(dropped_["job-1"], 50u) << "rate-limited records travel upstream as drops";
+  }
+  // A rate limit drops records, it does not cut the connection.
+  EXPECT_EQ(st.connections_open, 2u);
+  ::close(a);
+  ::close(b);
+}
+
+TEST_F(CollectiveListenerTest, ConnectionsAndJobLabelsAreCapped) {
+  CollectiveListenerOptions o;
+  o.max_connections = 2;
+  o.max_jobs = 3;
+  Start(o);
+  const int a = Connect(Path());
+  const int b = Connect(Path());
+  ASSERT_TRUE(WaitFor([&] { return listener_->Stats().connections_open == 2; }));
+  const int c = Connect(Path());  // accepted by the kernel, closed by the agent
+  EXPECT_TRUE(ClosedByAgent(c, absl::Seconds(5)));
+  EXPECT_EQ(Rejected("too_many_connections"), 1u);
+  for (const char* job : {"j1", "j2", "j3", "j4", "j5"}) ASSERT_TRUE(Send(a, Records(0, 2, job)));
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 10; }));
+  const CollectiveListenerStats st = listener_->Stats();
+  EXPECT_EQ(st.jobs.size(), 4u);
+  EXPECT_EQ(st.jobs.at("j1").records, 2u);
+  EXPECT_EQ(st.jobs.at("j3").records, 2u);
+  EXPECT_EQ(st.jobs.at("_other").records, 4u);
+  // The records themselves keep their job.
+  EXPECT_EQ(records().back().job_id(), "j5");
+  for (int fd : {a, b, c}) ::close(fd);
+}
+
+TEST_F(CollectiveListenerTest, ExportsRecordsDropsConnectionsAndRejections) {
+  Start();
+  const int fd = Connect(Path());
+  std::vector<rc::CollectiveRecordFields> v = {Record(1, "train-7"), Record(2, "train-7")};
+  ASSERT_TRUE(Send(fd, Frame(v, 1234, "train-7")));
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 2; }));
+  const int bad = Connect(Path());
+  ASSERT_TRUE(Send(bad, "nonsense"));
+  ASSERT_TRUE(WaitFor([&] { return Rejected("bad_magic") == 1; }));
+  ::close(bad);
+  ASSERT_TRUE(WaitFor([&] { return listener_->Stats().connections_open == 1; }));
+
+  CollectiveListenerCollectable collectable(listener_.get(), "gpu-node-3");
+  const std::string text = prometheus::TextSerializer().Serialize(collectable.Collect());
+  testing::PromText p = testing::ParsePromText(text);
+  auto one = [&](const std::string& name, std::map<std::string, std::string> labels) {
+    auto s = p.Find(name, labels);
+    EXPECT_EQ(s.size(), 1u) << name << "\n" << text;
+    return s.empty() ? -1.0 : s[0].value;
+  };
+  EXPECT_EQ(one("ringside_agent_collective_records_total", {{"node", "gpu-node-3"}, {"job", "train-7"}}), 2);
+  EXPECT_EQ(one("ringside_agent_collective_drops_total", {{"job", "train-7"}}), 1234);
+  EXPECT_EQ(one("ringside_agent_collective_rate_limited_records_total", {{"job", "train-7"}}), 0);
+  EXPECT_EQ(one("ringside_agent_collective_connections_total", {{"node", "gpu-node-3"}}), 2);
+  EXPECT_EQ(one("ringside_agent_collective_connections", {{"node", "gpu-node-3"}}), 1);
+  EXPECT_EQ(one("ringside_agent_collective_rejections_total", {{"reason", "bad_magic"}}), 1);
+  // Every reason is exported from the start, so rate() and alerts work before the first one.
+  for (const std::string& reason : CollectiveRejectionReasons()) {
+    EXPECT_EQ(p.Find("ringside_agent_collective_rejections_total", {{"reason", reason}}).size(), 1u)
+        << reason;
+  }
+  EXPECT_EQ(p.types["ringside_agent_collective_records_total"], "counter");
+  EXPECT_EQ(p.types["ringside_agent_collective_connections"], "gauge");
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace ringside::daemon

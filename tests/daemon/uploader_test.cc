@@ -1,0 +1,564 @@
+// The uploader against an in-process fake aggregator on 127.0.0.1: delivery and acks, series
+// definitions, resend after reconnects without gaps or duplicates, the drop policy, backoff, the
+// watchdogs, refusals and shutdown. Every wait is bounded.
+#include "daemon/agent/uploader.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "daemon/agent/exposition.h"
+#include "daemon/common/protocol.h"
+#include "grpcpp/security/credentials.h"
+#include "prometheus/text_serializer.h"
+#include "tests/daemon/fake_aggregator.h"
+#include "tests/testing/prom_text.h"
+
+namespace ringside::daemon {
+namespace {
+
+using testing::FakeAggregator;
+using testing::FakeAggregatorBehavior;
+
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+collectors::SeriesDef Counter(const std::string& device, const std::string& counter,
+                              int8_t priority = -1) {
+  collectors::SeriesDef d;
+  d.source = "infiniband";
+  d.device = device;
+  d.port = "1";
+  d.counter = counter;
+  d.kind = collectors::SeriesKind::kCounter;
+  d.width = 32;
+  d.unit = collectors::Unit::kFourByteWords;
+  d.saturates = true;
+  d.priority = priority;
+  return d;
+}
+
+using Table = std::shared_ptr<const collectors::SeriesTable>;
+
+Table MakeTable(std::vector<collectors::SeriesDef> defs) {
+  auto t = std::make_shared<collectors::SeriesTable>();
+  t->defs = std::move(defs);
+  return t;
+}
+
+AgentSnapshot Snap(const Table& table, uint64_t base, int64_t second) {
+  AgentSnapshot s;
+  s.node = "node-1";
+  s.timestamp = absl::FromUnixSeconds(second);
+  collectors::CollectorSnapshot cs;
+  cs.collector = "infiniband";
+  cs.table = table;
+  for (size_t i = 0; i < table->defs.size(); ++i) {
+    cs.values.push_back(collectors::Value{base + i, collectors::ValueStatus::kOk});
+  }
+  s.collectors.push_back(std::move(cs));
+  return s;
+}
+
+v1::CollectiveBatch Collectives(const std::string& job, int first, int n) {
+  v1::CollectiveBatch b;
+  for (int i = first; i < first + n; ++i) {
+    v1::CollectiveRecord* r = b.add_records();
+    r->set_job_id(job);
+    r->set_function("AllReduce");
+    r->set_seq(i);
+    r->set_rank(3);
+    r->set_nranks(8);
+  }
+  return b;
+}
+
+// Log lines, captured.
+class Logs {
+ public:
+  void Add(const std::string& line) {
+    absl::MutexLock l(&mu_);
+    lines_.push_back(line);
+  }
+  int Count(const std::string& needle) const {
+    absl::MutexLock l(&mu_);
+    return static_cast<int>(std::count_if(lines_.begin(), lines_.end(), [&](const std::string& s) {
+      return absl::StrContains(s, needle);
+    }));
+  }
+  std::string All() const {
+    absl::MutexLock l(&mu_);
+    std::string out;
+    for (const std::string& s : lines_) absl::StrAppend(&out, s, "\n");
+    return out;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+class UploaderTest : public ::testing::Test {
+ protected:
+  UploaderOptions Options() {
+    UploaderOptions o;
+    o.target = fake_.address();
+    o.node = "node-1";
+    o.agent_version = "test";
+    o.credentials = grpc::InsecureChannelCredentials();
+    o.backoff.initial = absl::Milliseconds(10);
+    o.backoff.max = absl::Milliseconds(100);
+    o.backoff.multiplier = 2;
+    o.backoff.jitter = 0.2;
+    o.backoff_reset_after = absl::Milliseconds(200);
+    o.hello_timeout = absl::Seconds(3);
+    o.write_timeout = absl::Seconds(3);
+    o.ack_timeout = absl::Seconds(10);
+    o.link_poll_interval = absl::Milliseconds(10);
+    o.log = [this](const std::string& line) { logs_.Add(line); };
+    return o;
+  }
+
+  std::unique_ptr<Uploader> Make(UploaderOptions o, const LinkEventLog* links = nullptr) {
+    absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), links);
+    EXPECT_TRUE(up.ok()) << up.status();
+    return up.ok() ? std::move(*up) : nullptr;
+  }
+
+  // Waits until the aggregator holds everything the uploader sent and the buffer is empty.
+  bool WaitAllAcked(Uploader& up, uint64_t seqs) {
+    return FakeAggregator::WaitFor(
+        [&] {
+          UploaderStats s = up.Stats();
+          return fake_.contiguous() >= seqs && s.acked_seq >= seqs && s.buffer_messages == 0;
+        },
+        kWait);
+  }
+
+  // The messages of one session, in order.
+  std::vector<v1::AgentMessage> SessionMessages(int session) {
+    std::vector<v1::AgentMessage> out;
+    for (const FakeAggregator::Received& r : fake_.received()) {
+      if (r.session == session) out.push_back(r.msg);
+    }
+    return out;
+  }
+
+  FakeAggregator fake_;
+  Logs logs_;
+};
+
+TEST_F(UploaderTest, DeliversSampleBatchesInOrderAndReleasesThemOnAck) {
+  auto up = Make(Options());
+  ASSERT_NE(up, nullptr);
+  Table t = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "symbol_error"),
+                       Counter("mlx5_1", "port_rcv_data", 3)});
+  for (int i = 0; i < 5; ++i) {
+    AgentSnapshot s = Snap(t, 1000 * (i + 1), 100 + i);
+    s.collectors[0].values[1].status = collectors::ValueStatus::kUnavailable;  // left out
+    up->OnSnapshot(s);
+  }
+  ASSERT_TRUE(WaitAllAcked(*up, 5)) << logs_.All();
+
+  std::vector<v1::Hello> hellos = fake_.hellos();
+  ASSERT_EQ(hellos.size(), 1u);
+  EXPECT_EQ(hellos[0].node(), "node-1");
+  EXPECT_EQ(hellos[0].agent_epoch(), up->agent_epoch());
+  EXPECT_NE(hellos[0].agent_epoch(), 0u);
+  EXPECT_EQ(hellos[0].protocol_version(), kProtocolVersion);
+  EXPECT_EQ(hellos[0].min_protocol_version(), kMinProtocolVersion);
+  EXPECT_EQ(hellos[0].agent_version(), "test");
+  EXPECT_EQ(hellos[0].resend_from_seq(), 1u);
+  EXPECT_GE(hellos[0].capabilities_size(), 1);
+
+  std::map<uint32_t, v1::SeriesDef> defs;
+  for (const v1::AgentMessage& m : SessionMessages(1)) {
+    for (const v1::SeriesDef& d : m.series_defs().defs()) defs[d.id()] = d;
+  }
+  std::map<uint64_t, v1::AgentMessage> got = fake_.accepted();
+  ASSERT_EQ(got.size(), 5u);
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    const v1::SampleBatch& b = got[seq].samples();
+    EXPECT_EQ(b.timestamp_unix_nanos(), (99 + static_cast<int64_t>(seq)) * 1000000000);
+    ASSERT_EQ(b.ids_size(), 2);  // the unavailable one is absent
+    ASSERT_EQ(b.values_size(), 2);
+    for (int i = 0; i < 2; ++i) {
+      const v1::SeriesDef& d = defs[b.ids(i)];
+      if (d.device() == "mlx5_0") {
+        EXPECT_EQ(d.counter(), "port_rcv_data");
+        EXPECT_EQ(b.values(i), 1000 * seq);
+      } else {
+        EXPECT_EQ(d.device(), "mlx5_1");
+        EXPECT_EQ(d.priority(), 3);
+        EXPECT_EQ(b.values(i), 1000 * seq + 2);
+      }
+      EXPECT_EQ(d.source(), "infiniband");
+      EXPECT_EQ(d.port(), "1");
+      EXPECT_EQ(d.kind(), v1::SERIES_KIND_COUNTER);
+      EXPECT_EQ(d.width(), 32u);
+      EXPECT_EQ(d.unit(), "4-byte-words");
+      EXPECT_TRUE(d.saturates());
+    }
+  }
+  UploaderStats st = up->Stats();
+  EXPECT_EQ(st.sessions, 1u);
+  EXPECT_TRUE(st.connected);
+  EXPECT_EQ(st.sent[static_cast<size_t>(UploadType::kSamples)], 5u);
+  EXPECT_EQ(st.acked_seq, 5u);
+  EXPECT_EQ(st.last_seq, 5u);
+  EXPECT_EQ(st.buffer_bytes, 0u);
+  EXPECT_EQ(st.series, 3u);
+  EXPECT_EQ(fake_.duplicates(), 0u);
+  EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
+}
+
+TEST_F(UploaderTest, DefinesNewSeriesBeforeFirstUseAndAllAgainInEachSession) {
+  auto up = Make(Options());
+  ASSERT_NE(up, nullptr);
+  Table a = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "port_xmit_data")});
+  up->OnSnapshot(Snap(a, 10, 1));
+  ASSERT_TRUE(WaitAllAcked(*up, 1));
+  // Rediscovery: a new table with one more series; the known ones keep their ids.
+  Table b = MakeTable({Counter("mlx5_0", "port_xmit_data"), Counter("mlx5_0", "port_rcv_data"),
+                       Counter("mlx5_2", "port_rcv_data")});
+  up->OnSnapshot(Snap(b, 20, 2));
+  ASSERT_TRUE(WaitAllAcked(*up, 2));
+
+  std::vector<v1::AgentMessage> s1 = SessionMessages(1);
+  std::map<std::string, uint32_t> id_of;
+  for (const v1::AgentMessage& m : s1) {
+    for (const v1::SeriesDef& d : m.series_defs().defs()) {
+      EXPECT_FALSE(id_of.count(d.device() + "/" + d.counter())) << "defined twice in a session";
+      id_of[d.device() + "/" + d.counter()] = d.id();
+    }
+  }
+  ASSERT_EQ(id_of.size(), 3u);
+  std::map<uint64_t, v1::AgentMessage> got = fake_.accepted();
+  const v1::SampleBatch& second = got[2].samples();
+  ASSERT_EQ(second.ids_size(), 3);
+  EXPECT_EQ(second.ids(0), id_of["mlx5_0/port_xmit_data"]);
+  EXPECT_EQ(second.values(0), 20u);
+  EXPECT_EQ(second.ids(1), id_of["mlx5_0/port_rcv_data"]);
+  EXPECT_EQ(second.values(1), 21u);
+  EXPECT_EQ(second.ids(2), id_of["mlx5_2/port_rcv_data"]);
+  EXPECT_EQ(got[1].samples().ids(0), id_of["mlx5_0/port_rcv_data"]);
+
+  // A new session (the aggregator restarts): every id in use is defined first, before any batch.
+  fake_.Stop();
+  fake_.Start();
+  up->OnSnapshot(Snap(b, 30, 3));
+  ASSERT_TRUE(WaitAllAcked(*up, 3)) << logs_.All();
+  std::vector<v1::AgentMessage> s2 = SessionMessages(2);
+  ASSERT_GE(s2.size(), 3u);
+  EXPECT_TRUE(s2[0].has_hello());
+  EXPECT_EQ(s2[0].hello().resend_from_seq(), 3u);  // 1 and 2 were acked
+  ASSERT_TRUE(s2[1].has_series_defs());
+  std::set<uint32_t> redefined;
+  for (const v1::SeriesDef& d : s2[1].series_defs().defs()) redefined.insert(d.id());
+  EXPECT_EQ(redefined, (std::set<uint32_t>{id_of["mlx5_0/port_rcv_data"],
+                                           id_of["mlx5_0/port_xmit_data"],
+                                           id_of["mlx5_2/port_rcv_data"]}));
+  EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
+}
+
+// The aggregator never acks, is killed, and comes back without memory: everything is resent
+// with its original seq, what was enqueued meanwhile follows with the next seqs, and every
+// collective record and link event arrives exactly once.
+TEST_F(UploaderTest, ResendsUnackedMessagesAfterReconnectWithoutGapsOrDuplicates) {
+  FakeAggregatorBehavior no_ack;
+  no_ack.ack = false;
+  fake_.SetBehavior(no_ack);
+  LinkEventLog links;
+  auto up = Make(Options(), &links);
+  ASSERT_NE(up, nullptr);
+  for (int i = 0; i < 6; ++i) up->EnqueueCollectives(Collectives("job-a", i * 10, 10));
+  collectors::LinkEvent down;
+  down.time = absl::FromUnixSeconds(50);
+  down.source = "netlink";
+  down.device = "eth3";
+  down.from = collectors::LinkState::kUp;
+  down.to = collectors::LinkState::kDown;
+  links.Append({down});
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.accepted().size() == 7; }, kWait));
+  EXPECT_EQ(up->Stats().buffer_messages, 7u);
+  EXPECT_EQ(up->Stats().acked_seq, 0u);
+
+  fake_.Stop();
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return !up->Stats().connected; }, kWait));
+  // While it is down: more records and events.
+  for (int i = 6; i < 9; ++i) up->EnqueueCollectives(Collectives("job-a", i * 10, 10));
+  collectors::LinkEvent upev = down;
+  upev.time = absl::FromUnixSeconds(51);
+  upev.from = collectors::LinkState::kDown;
+  upev.to = collectors::LinkState::kUp;
+  links.Append({upev});
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return up->Stats().buffer_messages == 11; }, kWait));
+  fake_.ForgetState();
+  fake_.SetBehavior(FakeAggregatorBehavior{});
+  fake_.Start();
+  ASSERT_TRUE(WaitAllAcked(*up, 11)) << logs_.All();
+
+  std::vector<v1::Hello> hellos = fake_.hellos();
+  ASSERT_GE(hellos.size(), 2u);
+  EXPECT_EQ(hellos.back().resend_from_seq(), 1u);  // nothing was acked or dropped
+  std::map<uint64_t, v1::AgentMessage> got = fake_.accepted();
+  ASSERT_EQ(got.size(), 11u);
+  EXPECT_EQ(got.begin()->first, 1u);
+  EXPECT_EQ(got.rbegin()->first, 11u);  // contiguous: no gap
+  std::map<uint64_t, int> records;
+  std::vector<v1::LinkState> transitions;
+  for (const auto& [seq, m] : got) {
+    for (const v1::CollectiveRecord& r : m.collectives().records()) ++records[r.seq()];
+    for (const v1::LinkEvent& e : m.link_events().events()) {
+      EXPECT_EQ(e.device(), "eth3");
+      EXPECT_EQ(e.source(), "netlink");
+      transitions.push_back(e.to());
+    }
+  }
+  ASSERT_EQ(records.size(), 90u);
+  for (const auto& [seq, n] : records) EXPECT_EQ(n, 1) << "record " << seq;
+  EXPECT_EQ(transitions, (std::vector<v1::LinkState>{v1::LINK_STATE_DOWN, v1::LINK_STATE_UP}));
+  UploaderStats st = up->Stats();
+  EXPECT_EQ(st.resent[static_cast<size_t>(UploadType::kCollectives)], 6u);
+  EXPECT_EQ(st.resent[static_cast<size_t>(UploadType::kLinkEvents)], 1u);
+  EXPECT_GE(st.reconnects, 1u);
+  EXPECT_EQ(st.dropped[static_cast<size_t>(UploadType::kCollectives)].messages, 0u);
+  EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
+}
+
+// A brief outage of an aggregator that kept its state: its HelloAck says what it has, and the
+// agent resends nothing of that.
+TEST_F(UploaderTest, ResendsNothingTheAggregatorAlreadyAcknowledgedInItsHelloAck) {
+  auto up = Make(Options());
+  ASSERT_NE(up, nullptr);
+  for (int i = 0; i < 4; ++i) up->EnqueueCollectives(Collectives("job-b", i, 1));
+  ASSERT_TRUE(WaitAllAcked(*up, 4));
+  fake_.Stop();
+  // Enqueued once the agent knows the session is gone, so it is first sent in the next one.
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return !up->Stats().connected; }, kWait));
+  up->EnqueueCollectives(Collectives("job-b", 4, 1));
+  fake_.Start();
+  ASSERT_TRUE(WaitAllAcked(*up, 5)) << logs_.All();
+  std::vector<v1::Hello> hellos = fake_.hellos();
+  ASSERT_EQ(hellos.size(), 2u);
+  EXPECT_EQ(hellos[1].resend_from_seq(), 5u);
+  EXPECT_EQ(fake_.duplicates(), 0u);
+  EXPECT_EQ(up->Stats().resent[static_cast<size_t>(UploadType::kCollectives)], 0u);
+  EXPECT_EQ(fake_.accepted().size(), 5u);
+}
+
+// With no aggregator, the buffer fills: sample batches go first, collective records stay, and
+// both are counted and exported.
+TEST_F(UploaderTest, FullBufferDropsSampleBatchesFirstAndExportsTheCounts) {
+  fake_.Stop();
+  UploaderOptions o = Options();
+  o.buffer_bytes = 256 << 10;
+  auto up = Make(o);
+  ASSERT_NE(up, nullptr);
+  for (int i = 0; i < 5; ++i) up->EnqueueCollectives(Collectives("job-c", i * 10, 10));
+  std::vector<collectors::SeriesDef> defs;
+  for (int i = 0; i < 2000; ++i) defs.push_back(Counter("mlx5_0", absl::StrCat("c", i)));
+  Table t = MakeTable(defs);
+  for (int i = 0; i < 40; ++i) up->OnSnapshot(Snap(t, 1000000 * i, i));
+  ASSERT_TRUE(FakeAggregator::WaitFor(
+      [&] { return up->Stats().errors["unavailable"].count >= 1; }, kWait));
+  UploaderStats st = up->Stats();
+  EXPECT_GT(st.dropped[static_cast<size_t>(UploadType::kSamples)].messages, 0u);
+  EXPECT_EQ(st.dropped[static_cast<size_t>(UploadType::kSamples)].records,
+            2000 * st.dropped[static_cast<size_t>(UploadType::kSamples)].messages);
+  EXPECT_EQ(st.dropped[static_cast<size_t>(UploadType::kCollectives)].messages, 0u);
+  EXPECT_LE(st.buffer_bytes, st.buffer_capacity);
+  EXPECT_EQ(st.buffer_capacity, size_t{256} << 10);
+
+  // /metrics shows the drops, by type.
+  ExpositionOptions eo;
+  eo.version = "test";
+  eo.extra_families = [&] { return up->MetricFamilies(); };
+  AgentSnapshot snap = Snap(t, 0, 0);
+  testing::PromText text =
+      testing::ParsePromText(prometheus::TextSerializer().Serialize(SnapshotToFamilies(snap, eo)));
+  auto dropped = text.Find("ringside_agent_upload_dropped_total", {{"type", "samples"}});
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].labels["node"], "node-1");
+  EXPECT_DOUBLE_EQ(dropped[0].value,
+                   static_cast<double>(st.dropped[static_cast<size_t>(UploadType::kSamples)].messages));
+  EXPECT_EQ(text.types["ringside_agent_upload_dropped_total"], "counter");
+  auto kept = text.Find("ringside_agent_upload_dropped_total", {{"type", "collectives"}});
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].value, 0);
+  auto connected = text.Find("ringside_agent_upload_connected");
+  ASSERT_EQ(connected.size(), 1u);
+  EXPECT_EQ(connected[0].value, 0);
+  EXPECT_FALSE(text.Find("ringside_agent_upload_session_ends_total", {{"reason", "unavailable"}})
+                   .empty());
+
+  // The aggregator comes up: all collective records arrive, and the samples that were kept.
+  fake_.Start();
+  const uint64_t expected = 5 + 40 - st.dropped[static_cast<size_t>(UploadType::kSamples)].messages;
+  ASSERT_TRUE(WaitAllAcked(*up, expected)) << logs_.All();
+  int records = 0;
+  for (const auto& [seq, m] : fake_.accepted()) records += m.collectives().records_size();
+  EXPECT_EQ(records, 50);
+  EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
+}
+
+TEST_F(UploaderTest, ReconnectBackoffGrowsAndStaysBounded) {
+  FakeAggregatorBehavior refuse;
+  refuse.refuse_code = grpc::StatusCode::UNAVAILABLE;
+  refuse.refuse_message = "overloaded";
+  fake_.SetBehavior(refuse);
+  UploaderOptions o = Options();
+  o.backoff.initial = absl::Milliseconds(20);
+  o.backoff.max = absl::Milliseconds(80);
+  o.backoff.jitter = 0.25;
+  auto up = Make(o);
+  ASSERT_NE(up, nullptr);
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hello_times().size() >= 12; }, kWait));
+  std::vector<absl::Time> t = fake_.hello_times();
+  for (size_t i = 1; i < t.size(); ++i) {
+    const absl::Duration gap = t[i] - t[i - 1];
+    EXPECT_GE(gap, absl::Milliseconds(15)) << i;  // at least initial x (1 - jitter)
+    EXPECT_LE(gap, absl::Milliseconds(80 + 150)) << i;  // at most max, plus scheduling slack
+  }
+  // Once grown, every gap is near the max, never below max x (1 - jitter).
+  for (size_t i = t.size() - 4; i < t.size(); ++i) {
+    EXPECT_GE(t[i] - t[i - 1], absl::Milliseconds(60)) << i;
+  }
+  EXPECT_GE(up->Stats().errors["unavailable"].count, 11u);
+  EXPECT_EQ(up->Stats().sessions, 0u);
+}
+
+// The aggregator takes the Hello, then stops reading: the write watchdog cancels the session,
+// the stream is reopened, and nothing buffered is lost.
+TEST_F(UploaderTest, WriteWatchdogCancelsAStuckSessionAndKeepsTheBuffer) {
+  FakeAggregatorBehavior stuck;
+  stuck.stop_reading_after_hello = true;
+  fake_.SetBehavior(stuck);
+  UploaderOptions o = Options();
+  o.write_timeout = absl::Milliseconds(300);
+  o.ack_timeout = absl::Seconds(30);
+  auto up = Make(o);
+  ASSERT_NE(up, nullptr);
+  std::vector<collectors::SeriesDef> defs;
+  for (int i = 0; i < 50000; ++i) defs.push_back(Counter("mlx5_0", absl::StrCat("counter_", i)));
+  Table t = MakeTable(defs);
+  for (int i = 0; i < 4; ++i) up->OnSnapshot(Snap(t, uint64_t{1} << 40, i));
+  ASSERT_TRUE(FakeAggregator::WaitFor(
+      [&] { return up->Stats().errors["write_timeout"].count >= 1; }, kWait))
+      << logs_.All();
+  EXPECT_GE(logs_.Count("write_timeout"), 1);
+  fake_.SetBehavior(FakeAggregatorBehavior{});
+  ASSERT_TRUE(WaitAllAcked(*up, 4)) << logs_.All();
+  EXPECT_EQ(fake_.accepted().size(), 4u);
+  EXPECT_EQ(up->Stats().dropped[static_cast<size_t>(UploadType::kSamples)].messages, 0u);
+  EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
+}
+
+TEST_F(UploaderTest, HelloWithoutAnswerTimesOutAndRetries) {
+  FakeAggregatorBehavior silent;
+  silent.send_hello_ack = false;
+  fake_.SetBehavior(silent);
+  UploaderOptions o = Options();
+  o.hello_timeout = absl::Milliseconds(200);
+  auto up = Make(o);
+  ASSERT_NE(up, nullptr);
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hellos().size() >= 2; }, kWait));
+  EXPECT_GE(up->Stats().errors["hello_timeout"].count, 1u);
+  fake_.SetBehavior(FakeAggregatorBehavior{});
+  up->EnqueueCollectives(Collectives("job-d", 0, 1));
+  ASSERT_TRUE(WaitAllAcked(*up, 1)) << logs_.All();
+}
+
+// An aggregator that speaks another protocol version: said clearly, once, and retried until an
+// operator fixes it.
+TEST_F(UploaderTest, ProtocolVersionRefusalIsLoggedOnceAndRetried) {
+  FakeAggregatorBehavior future;
+  future.protocol_version = 99;
+  fake_.SetBehavior(future);
+  auto up = Make(Options());
+  ASSERT_NE(up, nullptr);
+  up->EnqueueCollectives(Collectives("job-e", 0, 3));
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hellos().size() >= 5; }, kWait));
+  EXPECT_GE(up->Stats().errors["version_mismatch"].count, 4u);
+  EXPECT_EQ(logs_.Count("protocol version 99"), 1) << logs_.All();
+  EXPECT_EQ(logs_.Count(absl::StrCat(kMinProtocolVersion, "..", kProtocolVersion)), 1);
+  EXPECT_TRUE(fake_.accepted().empty());  // nothing sequenced before an accepted HelloAck
+  EXPECT_FALSE(up->Stats().connected);
+
+  fake_.SetBehavior(FakeAggregatorBehavior{});
+  ASSERT_TRUE(WaitAllAcked(*up, 1)) << logs_.All();
+  EXPECT_EQ(fake_.accepted().begin()->second.collectives().records_size(), 3);
+}
+
+TEST_F(UploaderTest, RefusalStatusesAreLoggedOnceEachAndRetried) {
+  FakeAggregatorBehavior refuse;
+  refuse.refuse_code = grpc::StatusCode::FAILED_PRECONDITION;
+  refuse.refuse_message = "node limit reached (4096 nodes)";
+  fake_.SetBehavior(refuse);
+  auto up = Make(Options());
+  ASSERT_NE(up, nullptr);
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hellos().size() >= 4; }, kWait));
+  refuse.refuse_code = grpc::StatusCode::PERMISSION_DENIED;
+  refuse.refuse_message = "certificate is not for node node-1";
+  fake_.SetBehavior(refuse);
+  const size_t seen = fake_.hellos().size();
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hellos().size() >= seen + 4; }, kWait));
+  EXPECT_EQ(logs_.Count("FAILED_PRECONDITION: node limit reached (4096 nodes)"), 1) << logs_.All();
+  EXPECT_EQ(logs_.Count("PERMISSION_DENIED: certificate is not for node node-1"), 1)
+      << logs_.All();
+  EXPECT_EQ(logs_.Count("--node-name"), 1);
+  UploaderStats st = up->Stats();
+  EXPECT_GE(st.errors["failed_precondition"].count, 3u);
+  EXPECT_GE(st.errors["permission_denied"].count, 3u);
+  EXPECT_EQ(st.sessions, 0u);
+}
+
+TEST_F(UploaderTest, ShutdownFlushesWhatIsBuffered) {
+  LinkEventLog links;
+  auto up = Make(Options(), &links);
+  ASSERT_NE(up, nullptr);
+  for (int i = 0; i < 20; ++i) up->EnqueueCollectives(Collectives("job-f", i * 5, 5));
+  collectors::LinkEvent e;
+  e.source = "verbs";
+  e.device = "mlx5_0";
+  e.port = "1";
+  e.to = collectors::LinkState::kDown;
+  links.Append({e});
+  EXPECT_TRUE(up->Shutdown(absl::Seconds(5))) << logs_.All();
+  EXPECT_EQ(fake_.contiguous(), 21u);
+  EXPECT_EQ(up->Stats().buffer_messages, 0u);
+  up->EnqueueCollectives(Collectives("job-f", 100, 1));  // ignored after shutdown
+  EXPECT_EQ(up->Stats().buffer_messages, 0u);
+}
+
+TEST_F(UploaderTest, ShutdownWithoutAggregatorIsBounded) {
+  fake_.Stop();
+  auto up = Make(Options());
+  ASSERT_NE(up, nullptr);
+  up->EnqueueCollectives(Collectives("job-g", 0, 2));
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(up->Shutdown(absl::Milliseconds(200)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(logs_.Count("stopped with 1 unacknowledged messages"), 1) << logs_.All();
+}
+
+TEST_F(UploaderTest, PlaintextToARemoteAggregatorIsRefusedWithoutAllowInsecure) {
+  UploaderOptions o = Options();
+  o.credentials = nullptr;
+  o.target = "10.1.2.3:9472";
+  absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(o);
+  ASSERT_FALSE(up.ok());
+  EXPECT_EQ(up.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(up.status().message(), "--allow-insecure"));
+}
+
+}  // namespace
+}  // namespace ringside::daemon
