@@ -10,8 +10,7 @@ namespace ringside::analysis {
 namespace {
 
 // The counter's slot and display name; -1 when the detector does not use it.
-int Slot(absl::string_view source, absl::string_view counter, int32_t priority,
-         std::string* name) {
+int Slot(absl::string_view source, absl::string_view counter, int32_t priority, std::string* name) {
   if (source == "infiniband_hw") {
     if (counter == "np_ecn_marked_roce_packets") return 0;
     if (counter == "np_cnp_sent") return 1;
@@ -38,6 +37,7 @@ constexpr absl::string_view kHwNames[] = {"np_ecn_marked_roce_packets", "np_cnp_
 struct CongestionDetector::Port {
   std::string node;
   PortId id;
+  std::map<std::string, std::string> entity;
   struct Counter {
     bool seen = false;
     double rate = 0;
@@ -64,7 +64,7 @@ bool CongestionDetector::Uses(absl::string_view source, absl::string_view counte
 Finding CongestionDetector::Make(const Port& p, absl::Time at, bool active) const {
   Finding f;
   f.kind = IncidentKind::kCongestion;
-  f.entity = p.id.Entity(p.node);
+  f.entity = p.entity;
   f.at = at;
   f.active = active;
   f.severity = Severity::kWarning;
@@ -88,9 +88,9 @@ Finding CongestionDetector::Make(const Port& p, absl::Time at, bool active) cons
         "path toward it",
         where, np, options_.min_rate);
   } else {
-    f.summary = absl::StrFormat(
-        "%s is being throttled by DCQCN: %.0f CNPs/s handled (threshold %.0f/s)", where, rp,
-        options_.min_rate);
+    f.summary =
+        absl::StrFormat("%s is being throttled by DCQCN: %.0f CNPs/s handled (threshold %.0f/s)",
+                        where, rp, options_.min_rate);
   }
   return f;
 }
@@ -98,15 +98,15 @@ Finding CongestionDetector::Make(const Port& p, absl::Time at, bool active) cons
 void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>& out) {
   const int slot = Slot(step.source, step.counter, step.priority, nullptr);
   if (slot < 0) return;
-  PortId id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
   key_.assign(step.node.data(), step.node.size());
   key_.push_back('\0');
-  key_.append(id.Key());
+  AppendPortKey(CanonicalPort(directory_, step.node, step.source, step.device, step.port), key_);
   auto it = ports_.find(key_);
   if (it == ports_.end()) {
     auto p = std::make_unique<Port>();
     p->node = std::string(step.node);
-    p->id = std::move(id);
+    p->id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
+    p->entity = p->id.Entity(p->node);
     it = ports_.emplace(key_, std::move(p)).first;
   }
   Port& p = *it->second;
@@ -182,6 +182,7 @@ bool CongestionDetector::Restore(const Finding& open) {
     slot->node = node;
     slot->id = std::move(id);
   }
+  slot->entity = open.entity;
   slot->open = true;
   slot->last_high = std::max(slot->last_high, open.at);
   slot->last_input = std::max(slot->last_input, open.at);

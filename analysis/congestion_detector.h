@@ -29,17 +29,16 @@
 namespace ringside::analysis {
 
 struct CongestionOptions {
-  double min_rate = 1000;                          // per second
-  int sustain_samples = 3;                         // consecutive samples at or above it
-  double resolve_ratio = 0.5;                      // hysteresis for the resolution
+  double min_rate = 1000;                           // per second
+  int sustain_samples = 3;                          // consecutive samples at or above it
+  double resolve_ratio = 0.5;                       // hysteresis for the resolution
   absl::Duration clear_window = absl::Seconds(60);  // below min_rate × ratio this long
   absl::Duration stale_after = absl::Minutes(30);   // no samples this long: resolve (stale = 1)
 };
 
 class CongestionDetector {
  public:
-  explicit CongestionDetector(CongestionOptions options = {},
-                              const PortDirectory* ports = nullptr);
+  explicit CongestionDetector(CongestionOptions options = {}, const PortDirectory* ports = nullptr);
   ~CongestionDetector();
 
   void ObserveCounter(const CounterStep& step, std::vector<Finding>& out);

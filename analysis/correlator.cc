@@ -142,7 +142,8 @@ std::string Correlator::Describe(const Incident& f) const {
     return absl::StrCat("straggler rank ", Label(f, "rank"), " of job ", Label(f, "job"),
                         node.empty() ? "" : " on " + node);
   }
-  if (f.kind == IncidentKind::kJobSlowdown) return absl::StrCat("job_slowdown of job ", Label(f, "job"));
+  if (f.kind == IncidentKind::kJobSlowdown)
+    return absl::StrCat("job_slowdown of job ", Label(f, "job"));
   return absl::StrCat(IncidentKindName(f.kind), " on ", absl::StrJoin(parts, " "));
 }
 
@@ -283,7 +284,7 @@ std::vector<AffectedJob> Correlator::BlastRadius(const Incident& f, absl::Time n
 }
 
 absl::Status Correlator::Correlate(IncidentManager& incidents, absl::Time now,
-                                  std::vector<IncidentChange>* changes) const {
+                                   std::vector<IncidentChange>* changes) const {
   std::vector<const Incident*> fabric;
   std::vector<uint64_t> symptoms, faults;
   for (const Incident* inc : incidents.Open()) {

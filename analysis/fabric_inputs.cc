@@ -19,14 +19,17 @@ absl::string_view LinkStateName(LinkState s) {
   return "unknown";
 }
 
+void AppendPortKey(const PortRef& ref, std::string& out) {
+  out.push_back(ref.cls == PortClass::kRdma ? 'r' : ref.cls == PortClass::kNetdev ? 'n' : 'v');
+  out.append(ref.device.data(), ref.device.size());
+  out.push_back('\x1f');
+  out.append(ref.port.data(), ref.port.size());
+}
+
 std::string PortId::Key() const {
-  const char c = cls == PortClass::kRdma ? 'r' : cls == PortClass::kNetdev ? 'n' : 'v';
   std::string k;
-  k.reserve(device.size() + port.size() + 3);
-  k.push_back(c);
-  k.append(device);
-  k.push_back('\x1f');
-  k.append(port);
+  k.reserve(device.size() + port.size() + 2);
+  AppendPortKey(PortRef{cls, device, port}, k);
   return k;
 }
 
@@ -69,15 +72,8 @@ bool IsNetdevSource(absl::string_view source) {
   return source == "netdev" || source == "ethtool" || source == "netlink";
 }
 
-std::string NodeKey(absl::string_view node, absl::string_view a, absl::string_view b = {}) {
-  std::string k;
-  k.reserve(node.size() + a.size() + b.size() + 2);
-  k.append(node.data(), node.size());
-  k.push_back('\0');
-  k.append(a.data(), a.size());
-  k.push_back('\0');
-  k.append(b.data(), b.size());
-  return k;
+std::string DevicePort(absl::string_view device, absl::string_view port) {
+  return absl::StrCat(device, "\x1f", port);
 }
 
 }  // namespace
@@ -85,44 +81,55 @@ std::string NodeKey(absl::string_view node, absl::string_view a, absl::string_vi
 void PortDirectory::MapNetdev(absl::string_view node, absl::string_view netdev,
                               absl::string_view device, absl::string_view port) {
   if (netdev.empty() || device.empty()) return;
-  to_rdma_[NodeKey(node, netdev)] = Rdma{std::string(device), std::string(port)};
-  to_netdev_[NodeKey(node, device, port)] = std::string(netdev);
+  auto& rdma = to_rdma_[node];
+  auto [it, fresh] = rdma.try_emplace(netdev);
+  if (fresh) ++size_;
+  it->second = Rdma{std::string(device), std::string(port)};
+  to_netdev_[node][DevicePort(device, port)] = std::string(netdev);
+}
+
+PortRef PortDirectory::Canonical(absl::string_view node, absl::string_view source,
+                                 absl::string_view device, absl::string_view port) const {
+  if (source == "nvlink") return {PortClass::kNvlink, device, port};
+  if (IsNetdevSource(source)) {
+    auto n = to_rdma_.find(node);
+    if (n != to_rdma_.end()) {
+      auto it = n->second.find(device);
+      if (it != n->second.end()) return {PortClass::kRdma, it->second.device, it->second.port};
+    }
+    return {PortClass::kNetdev, device, {}};
+  }
+  return {PortClass::kRdma, device, port};
 }
 
 PortId PortDirectory::Resolve(absl::string_view node, absl::string_view source,
                               absl::string_view device, absl::string_view port) const {
+  const PortRef ref = Canonical(node, source, device, port);
   PortId id;
-  if (source == "nvlink") {
-    id.cls = PortClass::kNvlink;
-    id.device = std::string(device);
-    id.port = std::string(port);
-    return id;
-  }
-  if (IsNetdevSource(source)) {
-    auto it = to_rdma_.find(NodeKey(node, device));
-    if (it == to_rdma_.end()) {
-      id.cls = PortClass::kNetdev;
-      id.device = std::string(device);
-      return id;
+  id.cls = ref.cls;
+  id.device = std::string(ref.device);
+  id.port = std::string(ref.port);
+  if (ref.cls == PortClass::kRdma) {
+    if (IsNetdevSource(source)) {
+      id.netdev = std::string(device);
+    } else if (auto n = to_netdev_.find(node); n != to_netdev_.end()) {
+      auto it = n->second.find(DevicePort(device, port));
+      if (it != n->second.end()) id.netdev = it->second;
     }
-    id.cls = PortClass::kRdma;
-    id.device = it->second.device;
-    id.port = it->second.port;
-    id.netdev = std::string(device);
-    return id;
-  }
-  id.cls = PortClass::kRdma;
-  id.device = std::string(device);
-  id.port = std::string(port);
-  if (!to_netdev_.empty()) {
-    auto it = to_netdev_.find(NodeKey(node, device, port));
-    if (it != to_netdev_.end()) id.netdev = it->second;
   }
   return id;
 }
 
-PortId ResolvePort(const PortDirectory* directory, absl::string_view node,
-                   absl::string_view source, absl::string_view device, absl::string_view port) {
+PortRef CanonicalPort(const PortDirectory* directory, absl::string_view node,
+                      absl::string_view source, absl::string_view device, absl::string_view port) {
+  if (directory != nullptr) return directory->Canonical(node, source, device, port);
+  if (source == "nvlink") return {PortClass::kNvlink, device, port};
+  if (IsNetdevSource(source)) return {PortClass::kNetdev, device, {}};
+  return {PortClass::kRdma, device, port};
+}
+
+PortId ResolvePort(const PortDirectory* directory, absl::string_view node, absl::string_view source,
+                   absl::string_view device, absl::string_view port) {
   static const PortDirectory* const kEmpty = new PortDirectory();
   return (directory ? directory : kEmpty)->Resolve(node, source, device, port);
 }

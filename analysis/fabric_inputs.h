@@ -87,6 +87,16 @@ struct PortId {
   std::string Describe() const;
 };
 
+// The canonical port of a series as views (into the inputs or the directory): the detectors'
+// per-sample lookup key, built without allocating.
+struct PortRef {
+  PortClass cls = PortClass::kRdma;
+  absl::string_view device;
+  absl::string_view port;
+};
+// Appends the same key PortId::Key() gives.
+void AppendPortKey(const PortRef& ref, std::string& out);
+
 // netdev ↔ RDMA port names per node (the agent's netdev info records: rdma_device, rdma_port).
 // Thread-compatible.
 class PortDirectory {
@@ -96,20 +106,28 @@ class PortDirectory {
   // The canonical port of a series or event.
   PortId Resolve(absl::string_view node, absl::string_view source, absl::string_view device,
                  absl::string_view port) const;
-  size_t size() const { return to_rdma_.size(); }
+  PortRef Canonical(absl::string_view node, absl::string_view source, absl::string_view device,
+                    absl::string_view port) const;
+  size_t size() const { return size_; }
 
  private:
   struct Rdma {
     std::string device;
     std::string port;
   };
-  absl::flat_hash_map<std::string, Rdma> to_rdma_;          // node \0 netdev
-  absl::flat_hash_map<std::string, std::string> to_netdev_;  // node \0 device \0 port
+  // node → netdev → RDMA port, and node → "device\x1fport" → netdev.
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, Rdma>> to_rdma_;
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> to_netdev_;
+  size_t size_ = 0;
 };
 
+// Without a directory (null): netdevs stay netdevs.
+PortRef CanonicalPort(const PortDirectory* directory, absl::string_view node,
+                      absl::string_view source, absl::string_view device, absl::string_view port);
+
 // The port of a series or event without a directory (netdevs stay netdevs).
-PortId ResolvePort(const PortDirectory* directory, absl::string_view node,
-                   absl::string_view source, absl::string_view device, absl::string_view port);
+PortId ResolvePort(const PortDirectory* directory, absl::string_view node, absl::string_view source,
+                   absl::string_view device, absl::string_view port);
 
 // The priority in a per-priority ethtool name: PrioOf("rx_prio3_pause_duration", "rx_prio",
 // "_pause_duration") == 3; -1 when the name does not have that shape.

@@ -161,8 +161,8 @@ std::string AffectedJson(const std::vector<AffectedJob>& affected) {
 std::string IncidentJson(const Incident& inc) {
   return absl::StrCat(
       "{\"id\":", inc.id, ",\"kind\":", JsonQuote(IncidentKindName(inc.kind)),
-      ",\"severity\":", JsonQuote(SeverityName(inc.severity)), ",\"entity\":",
-      LabelsJson(inc.entity), ",\"opened\":", JsonTime(inc.opened),
+      ",\"severity\":", JsonQuote(SeverityName(inc.severity)),
+      ",\"entity\":", LabelsJson(inc.entity), ",\"opened\":", JsonTime(inc.opened),
       ",\"updated\":", JsonTime(inc.updated),
       ",\"resolved\":", inc.resolved ? JsonTime(*inc.resolved) : std::string("null"),
       ",\"evidence\":", EvidenceJson(inc.evidence), ",\"summary\":", JsonQuote(inc.summary),
@@ -272,6 +272,12 @@ void IncidentManager::Resolve(Incident& inc, absl::Time at, std::string resoluti
 
 absl::Status IncidentManager::Apply(const Finding& f, std::vector<IncidentChange>* changes) {
   absl::Status status = Flush();
+  if (absl::Status s = ApplyOne(f, changes); !s.ok() && status.ok()) status = s;
+  return status;
+}
+
+absl::Status IncidentManager::ApplyOne(const Finding& f, std::vector<IncidentChange>* changes) {
+  absl::Status status;
   const std::string key = FindingKey(f);
   auto it = by_key_.find(key);
   if (!f.active) {
@@ -315,9 +321,9 @@ absl::Status IncidentManager::Apply(const Finding& f, std::vector<IncidentChange
 
 absl::Status IncidentManager::Apply(const std::vector<Finding>& findings,
                                     std::vector<IncidentChange>* changes) {
-  absl::Status first;
+  absl::Status first = Flush();  // once: a store that is down is not retried per finding
   for (const Finding& f : findings) {
-    absl::Status s = Apply(f, changes);
+    absl::Status s = ApplyOne(f, changes);
     if (!s.ok() && first.ok()) first = s;
   }
   return first;
@@ -361,8 +367,8 @@ absl::Status IncidentManager::Advance(absl::Time now, std::vector<IncidentChange
     }
     it->second.evidence["unconfirmed_after_restart"] = 1;
     Resolve(it->second, now,
-            absl::StrCat("not confirmed within ", absl::FormatDuration(options_.unconfirmed_timeout),
-                         " after a restart"),
+            absl::StrCat("not confirmed within ",
+                         absl::FormatDuration(options_.unconfirmed_timeout), " after a restart"),
             changes, status);
   }
   return status;

@@ -11,8 +11,8 @@
 // aggregator restart loses nothing: Load() brings back the open incidents and the next id, and a
 // finding for an incident that is still open updates it instead of raising a duplicate. Detectors
 // lose their state in a restart: each fabric detector takes over the open incidents of its kinds
-// (LinkDetector::Restore, ...; then call Confirm). An open incident that no detector took over and no
-// finding re-asserted within `unconfirmed_timeout` is resolved, so nothing stays open forever.
+// (LinkDetector::Restore, ...; then call Confirm). An open incident that no detector took over and
+// no finding re-asserted within `unconfirmed_timeout` is resolved, so nothing stays open forever.
 //
 // Thread-compatible: the aggregator's analysis thread owns it. Pointers it returns are valid until
 // the next non-const call.
@@ -136,12 +136,13 @@ class IncidentManager {
 
   std::vector<const Incident*> Open() const;  // by id
   const Incident* FindOpen(absl::string_view key) const;
-  const Incident* Get(uint64_t id) const;  // open or resolved and still in memory
+  const Incident* Get(uint64_t id) const;                 // open or resolved and still in memory
   std::vector<const Incident*> RecentlyResolved() const;  // newest first
   uint64_t next_id() const { return next_id_; }
   size_t unsaved() const { return unsaved_.size(); }
 
  private:
+  absl::Status ApplyOne(const Finding& finding, std::vector<IncidentChange>* changes);
   Incident* Mutable(uint64_t id);
   absl::Status Save(const Incident& incident);
   void Resolve(Incident& inc, absl::Time at, std::string resolution,

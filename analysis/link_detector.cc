@@ -5,231 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/link_detector_internal.h"
 
 namespace ringside::analysis {
-namespace {
 
-// Series the detector reads. Counter codes index the error series; the rest are states/gauges.
-enum Code : uint8_t {
-  kNone = 0,
-  // counters of downs
-  kLinkDowned,
-  kCarrierDown,
-  kCarrierChanges,
-  kLinkDownEventsPhy,
-  // error counters
-  kSymbolError,
-  kPcsSymbol,
-  kLinkErrorRecovery,
-  kPortRcvErrors,
-  kLocalLinkIntegrity,
-  kNvReplay,
-  kNvRecovery,
-  kNvCrcFlit,
-  kNvCrcData,
-  kNv5RecoveryEvents,
-  kNv5RecoveryFailed,
-  kNv5Symbol,
-  kNv5Effective,
-  // states and gauges
-  kIbState,
-  kIbPhysState,
-  kOperstate,
-  kNvLinkState,
-  kNvEffectiveBer,
-  kIbRate,
-};
-
-struct Name {
-  absl::string_view name;
-  Code code;
-};
-constexpr Name kInfiniband[] = {
-    {"link_downed", kLinkDowned},
-    {"symbol_error", kSymbolError},
-    {"link_error_recovery", kLinkErrorRecovery},
-    {"port_rcv_errors", kPortRcvErrors},
-    {"local_link_integrity_errors", kLocalLinkIntegrity},
-};
-constexpr Name kInfinibandPort[] = {{"state", kIbState}, {"phys_state", kIbPhysState},
-                                    {"rate", kIbRate}};
-constexpr Name kNetdev[] = {{"carrier_down_count", kCarrierDown},
-                            {"carrier_changes", kCarrierChanges},
-                            {"operstate", kOperstate}};
-constexpr Name kEthtool[] = {{"link_down_events_phy", kLinkDownEventsPhy},
-                             {"rx_pcs_symbol_err_phy", kPcsSymbol}};
-constexpr Name kNvlink[] = {
-    {"link_state", kNvLinkState},
-    {"replay_errors", kNvReplay},
-    {"recovery_errors", kNvRecovery},
-    {"crc_flit_errors", kNvCrcFlit},
-    {"crc_data_errors", kNvCrcData},
-    {"recovery_events", kNv5RecoveryEvents},
-    {"recovery_failed_events", kNv5RecoveryFailed},
-    {"symbol_errors", kNv5Symbol},
-    {"effective_errors", kNv5Effective},
-    {"effective_ber", kNvEffectiveBer},
-};
-
-template <size_t N>
-Code Find(const Name (&table)[N], absl::string_view counter) {
-  for (const Name& n : table) {
-    if (n.name == counter) return n.code;
-  }
-  return kNone;
-}
-
-Code Classify(absl::string_view source, absl::string_view counter) {
-  if (source == "infiniband") return Find(kInfiniband, counter);
-  if (source == "infiniband_port") return Find(kInfinibandPort, counter);
-  if (source == "netdev") return Find(kNetdev, counter);
-  if (source == "ethtool") return Find(kEthtool, counter);
-  if (source == "nvlink") return Find(kNvlink, counter);
-  return kNone;
-}
-
-// Witnesses of a down: each source of evidence counts a given down once.
-constexpr uint16_t kWEventNetlink = 1 << 0;
-constexpr uint16_t kWEventVerbs = 1 << 1;
-constexpr uint16_t kWEventOther = 1 << 2;
-constexpr uint16_t kWState = 1 << 3;
-constexpr uint16_t kWLinkDowned = 1 << 4;
-constexpr uint16_t kWCarrierDown = 1 << 5;
-constexpr uint16_t kWLinkDownPhy = 1 << 6;
-constexpr uint16_t kWCarrierChanges = 1 << 7;
-constexpr uint16_t kWEvents = kWEventNetlink | kWEventVerbs | kWEventOther;
-constexpr uint16_t kWCounters = kWLinkDowned | kWCarrierDown | kWLinkDownPhy | kWCarrierChanges;
-
-uint16_t EventWitness(absl::string_view source) {
-  if (source == "netlink") return kWEventNetlink;
-  if (source == "verbs") return kWEventVerbs;
-  return kWEventOther;
-}
-
-LinkState StateOf(Code code, double v) {
-  const int id = static_cast<int>(std::lround(v));
-  switch (code) {
-    case kIbState:  // 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
-      if (id >= 4) return LinkState::kUp;
-      if (id >= 1) return LinkState::kDown;
-      return LinkState::kUnknown;
-    case kIbPhysState:  // 1 Sleep, 2 Polling, 3 Disabled, 5 LinkUp, 4/6/7 training, recovery, test
-      if (id == 5) return LinkState::kUp;
-      if (id >= 1 && id <= 3) return LinkState::kDown;
-      return LinkState::kUnknown;
-    case kOperstate:  // RFC 2863: 6 up; 2 down, 3 lowerlayerdown
-      if (id == 6) return LinkState::kUp;
-      if (id == 2 || id == 3) return LinkState::kDown;
-      return LinkState::kUnknown;
-    case kNvLinkState:
-      return id == 1 ? LinkState::kUp : id == 0 ? LinkState::kDown : LinkState::kUnknown;
-    default:
-      return LinkState::kUnknown;
-  }
-}
-
-// NVML's packed BER (mantissa in bits 8-11, exponent in bits 0-7; 15/255 means zero), or an
-// already decoded ratio.
-double DecodeBer(double v) {
-  if (!(v >= 1)) return v > 0 ? v : 0;
-  const uint64_t packed = static_cast<uint64_t>(v);
-  const unsigned exponent = packed & 0xff;
-  const unsigned mantissa = (packed >> 8) & 0xf;
-  if (mantissa == 15 && exponent == 255) return 0;
-  return mantissa * std::pow(10.0, -static_cast<double>(exponent));
-}
-
-absl::string_view ErrorName(int code) {
-  switch (code) {
-    case kSymbolError:
-      return "symbol_error";
-    case kPcsSymbol:
-      return "rx_pcs_symbol_err_phy";
-    case kLinkErrorRecovery:
-      return "link_error_recovery";
-    case kPortRcvErrors:
-      return "port_rcv_errors";
-    case kLocalLinkIntegrity:
-      return "local_link_integrity_errors";
-    case kNvReplay:
-      return "replay_errors";
-    case kNvRecovery:
-      return "recovery_errors";
-    case kNvCrcFlit:
-      return "crc_flit_errors";
-    case kNvCrcData:
-      return "crc_data_errors";
-    case kNv5RecoveryEvents:
-      return "recovery_events";
-    case kNv5RecoveryFailed:
-      return "recovery_failed_events";
-    case kNv5Symbol:
-      return "symbol_errors";
-    case kNv5Effective:
-      return "effective_errors";
-  }
-  return "errors";
-}
-
-constexpr size_t kMaxDowns = 64;
-
-}  // namespace
-
-struct LinkDetector::Down {
-  absl::Time lo, hi;  // when it happened, narrowed by each witness
-  absl::Time at;      // best estimate (an event's own time when one saw it)
-  absl::Time up_at;
-  uint16_t witnesses = 0;
-  enum Status : uint8_t { kOpen, kPending, kCompleted } status = kPending;
-  bool seen = false;      // seen as a down state (event or sample): link_down was handled there
-  bool reported = false;  // counted into a link_down or a link_flapping finding
-};
-
-struct LinkDetector::Link {
-  std::string node;
-  PortId id;
-  LinkState state = LinkState::kUnknown;
-  absl::Time state_time = absl::InfinitePast();
-  bool was_up = false;
-  bool has_state_source = false;
-  struct Series {
-    Code code;
-    LinkState state;
-    absl::Time time;
-  };
-  std::vector<Series> series;
-  absl::Time sample_time = absl::InfinitePast();
-  absl::Time prev_sample_time = absl::InfinitePast();
-  std::deque<Down> downs;
-  absl::Time last_transition = absl::InfinitePast();
-  absl::Time last_input = absl::InfinitePast();
-  uint64_t carrier_residual = 0;  // carrier_changes not yet paired into a down and an up
-  absl::Time carrier_residual_since;
-
-  bool down_open = false;
-  bool flapping_open = false;
-  int flapping_reported_cycles = 0;
-  uint64_t flap_cycles_total = 0;
-
-  struct Hit {
-    absl::Time time;
-    double count;
-  };
-  struct ErrSeries {
-    Code code = kNone;
-    std::deque<Hit> hits;
-    double sum = 0;
-    uint64_t total = 0;
-    bool stuck = false;  // saturated at its maximum
-  };
-  std::vector<ErrSeries> errs;
-  double rate_bits_per_s = 0;
-  bool degraded_open = false;
-  Severity degraded_severity = Severity::kWarning;
-  absl::Time last_breach = absl::InfinitePast();
-  std::string degraded_rule;
-  std::map<std::string, double> degraded_evidence;
-};
+using namespace link_internal;  // NOLINT: this file's own helpers
 
 LinkDetector::LinkDetector(LinkOptions options, const PortDirectory* ports)
     : options_(options), ports_(ports) {}
@@ -242,18 +22,15 @@ bool LinkDetector::Uses(absl::string_view source, absl::string_view counter) {
 
 LinkDetector::Link& LinkDetector::GetLink(absl::string_view node, absl::string_view source,
                                           absl::string_view device, absl::string_view port) {
-  PortId id = ResolvePort(ports_, node, source, device, port);
   key_.assign(node.data(), node.size());
   key_.push_back('\0');
-  key_.append(id.Key());
+  AppendPortKey(CanonicalPort(ports_, node, source, device, port), key_);
   auto it = links_.find(key_);
-  if (it != links_.end()) {
-    if (it->second->id.netdev.empty() && !id.netdev.empty()) it->second->id.netdev = id.netdev;
-    return *it->second;
-  }
+  if (it != links_.end()) return *it->second;
   auto link = std::make_unique<Link>();
   link->node = std::string(node);
-  link->id = std::move(id);
+  link->id = ResolvePort(ports_, node, source, device, port);
+  link->entity = link->id.Entity(node);
   Link& ref = *link;
   links_.emplace(key_, std::move(link));
   return ref;
@@ -262,7 +39,7 @@ LinkDetector::Link& LinkDetector::GetLink(absl::string_view node, absl::string_v
 Finding LinkDetector::Make(const Link& l, IncidentKind kind, absl::Time at, bool active) const {
   Finding f;
   f.kind = kind;
-  f.entity = l.id.Entity(l.node);
+  f.entity = l.entity;
   f.at = at;
   f.active = active;
   f.severity = Severity::kCritical;
@@ -279,9 +56,8 @@ int LinkDetector::CompletedInWindow(const Link& l, absl::Time now) const {
 
 // --- link_down and link_flapping -------------------------------------------------------------
 
-void LinkDetector::Transition(Link& l, LinkState to, absl::Time lo, absl::Time hi,
-                              uint16_t witness, absl::Time at, const char* how,
-                              std::vector<Finding>& out) {
+void LinkDetector::Transition(Link& l, LinkState to, absl::Time lo, absl::Time hi, uint16_t witness,
+                              absl::Time at, const char* how, std::vector<Finding>& out) {
   if (to == LinkState::kUnknown || to == l.state) return;
   const LinkState from = l.state;
   l.state = to;
@@ -344,8 +120,8 @@ void LinkDetector::Transition(Link& l, LinkState to, absl::Time lo, absl::Time h
   if (completed) CompleteCycles(l, at, out);
 }
 
-void LinkDetector::ObserveDowns(Link& l, uint32_t n, absl::Time lo, absl::Time hi,
-                                uint16_t witness, absl::Time now, std::vector<Finding>& out) {
+void LinkDetector::ObserveDowns(Link& l, uint32_t n, absl::Time lo, absl::Time hi, uint16_t witness,
+                                absl::Time now, std::vector<Finding>& out) {
   if (n == 0) return;
   uint32_t claimed = 0;
   for (Down& d : l.downs) {
@@ -366,8 +142,8 @@ void LinkDetector::ObserveDowns(Link& l, uint32_t n, absl::Time lo, absl::Time h
   const uint32_t keep = std::min<uint32_t>(extra, kMaxDowns);
   l.flap_cycles_total += extra - keep;  // an absurd count: keep the records bounded
   for (uint32_t i = 0; i < keep; ++i) {
-    Down d{lo, hi, hi, absl::InfinitePast(), witness,
-           confirmed ? Down::kCompleted : Down::kPending};
+    Down d{
+        lo, hi, hi, absl::InfinitePast(), witness, confirmed ? Down::kCompleted : Down::kPending};
     if (confirmed) d.up_at = hi;
     l.downs.push_back(d);
   }
@@ -410,8 +186,8 @@ void LinkDetector::CompleteCycles(Link& l, absl::Time now, std::vector<Finding>&
     f.evidence["window_s"] = absl::ToDoubleSeconds(options_.flap_window);
     f.evidence["cycles_seen_by_events"] = via_events;
     f.evidence["cycles_seen_only_by_counters"] = via_counters;
-    f.summary = absl::StrFormat("%s on %s went down and up %d times in %s", l.id.Describe(),
-                                l.node, cycles, absl::FormatDuration(options_.flap_window));
+    f.summary = absl::StrFormat("%s on %s went down and up %d times in %s", l.id.Describe(), l.node,
+                                cycles, absl::FormatDuration(options_.flap_window));
     out.push_back(std::move(f));
     return;
   }
@@ -546,8 +322,9 @@ void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out)
       any_down |= x.state == LinkState::kDown;
       any_up |= x.state == LinkState::kUp;
     }
-    const LinkState combined =
-        any_down ? LinkState::kDown : any_up ? LinkState::kUp : LinkState::kUnknown;
+    const LinkState combined = any_down ? LinkState::kDown
+                               : any_up ? LinkState::kUp
+                                        : LinkState::kUnknown;
     const absl::Time lo = l.prev_sample_time == absl::InfinitePast()
                               ? s.time - options_.state_stale_after
                               : l.prev_sample_time;
@@ -588,175 +365,13 @@ void LinkDetector::ObserveEvent(const LinkEvent& e, std::vector<Finding>& out) {
   }
   if (e.from == LinkState::kUp) l.was_up = true;
   if (e.from == LinkState::kUp && l.state == LinkState::kUnknown) l.state = LinkState::kUp;
-  Transition(l, e.to, lo, hi, witness, e.time, e.source == "netlink" ? "netlink event"
-                                                : e.source == "verbs" ? "verbs event"
-                                                                      : "event",
+  Transition(l, e.to, lo, hi, witness, e.time,
+             e.source == "netlink" ? "netlink event"
+             : e.source == "verbs" ? "verbs event"
+                                   : "event",
              out);
   if (e.to == LinkState::kUp) Confirm(l, e.time, out);
   CheckQuiet(l, e.time, out);
-}
-
-// --- link_degraded ----------------------------------------------------------------------------
-
-void LinkDetector::Breach(Link& l, absl::Time t, Severity sev, const std::string& rule,
-                          double value, double limit, std::vector<Finding>& out) {
-  l.last_breach = std::max(l.last_breach, t);
-  l.degraded_evidence[rule] = value;
-  l.degraded_evidence[rule + "_limit"] = limit;
-  const bool open = !l.degraded_open;
-  const bool worse = l.degraded_open && sev > l.degraded_severity;
-  const bool new_rule = l.degraded_open && l.degraded_rule.find(rule) == std::string::npos;
-  if (!open && !worse && !new_rule) return;
-  if (open) {
-    l.degraded_open = true;
-    l.degraded_rule = rule;
-    l.degraded_severity = sev;
-  } else {
-    if (worse) l.degraded_severity = sev;
-    if (new_rule) absl::StrAppend(&l.degraded_rule, ",", rule);
-  }
-  Finding f = Make(l, IncidentKind::kLinkDegraded, t, true);
-  f.severity = l.degraded_severity;
-  f.evidence = l.degraded_evidence;
-  f.summary = absl::StrFormat("%s on %s is degraded: %s = %g (limit %g)", l.id.Describe(), l.node,
-                              rule, value, limit);
-  out.push_back(std::move(f));
-}
-
-void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
-                                std::vector<Finding>& out) {
-  Link::ErrSeries* es = nullptr;
-  for (Link::ErrSeries& e : l.errs) {
-    if (e.code == code) es = &e;
-  }
-  if (es == nullptr) {
-    l.errs.emplace_back();
-    es = &l.errs.back();
-    es->code = static_cast<Code>(code);
-  }
-  absl::Duration window;
-  switch (code) {
-    case kSymbolError:
-    case kPcsSymbol:
-      window = options_.symbol_window;
-      break;
-    case kLinkErrorRecovery:
-      window = absl::Minutes(1);
-      break;
-    default:
-      window = options_.nvlink_window;
-      break;
-  }
-  const absl::Time t = step.time;
-  if (step.kind == DeltaKind::kSaturated) {
-    es->stuck = step.delta == 0;
-    if (es->stuck && l.degraded_open) {
-      l.last_breach = std::max(l.last_breach, t);  // blind: cannot show the link clean
-      l.degraded_evidence[absl::StrCat(ErrorName(code), "_saturated")] = 1;
-    }
-  } else {
-    es->stuck = false;
-  }
-  const bool counts =
-      DeltaUsable(step.kind) || (step.kind == DeltaKind::kSaturated && step.delta > 0);
-  double d = counts ? static_cast<double>(step.delta) : 0;
-  if (d > 0) {
-    es->total += step.delta;
-    double in_window = d;
-    if (step.interval > window && step.interval > absl::ZeroDuration()) {
-      in_window = d * absl::FDivDuration(window, step.interval);
-    }
-    es->hits.push_back(Link::Hit{t, in_window});
-    es->sum += in_window;
-  }
-  while (!es->hits.empty() && es->hits.front().time <= t - window) {
-    es->sum -= es->hits.front().count;
-    es->hits.pop_front();
-  }
-  if (es->hits.empty()) es->sum = 0;
-  if (d <= 0) return;
-  const double step_rate = StepRate(step);
-  const std::string name(ErrorName(code));
-  switch (code) {
-    case kSymbolError:
-    case kPcsSymbol: {
-      const double hours = absl::ToDoubleHours(options_.symbol_window);
-      const double limit = options_.symbol_errors_per_hour * hours;
-      if (es->sum > limit) {
-        Breach(l, t, Severity::kCritical, name + "_in_window", es->sum, limit, out);
-      }
-      if (options_.ufm_ber > 0 && l.rate_bits_per_s > 0) {
-        const double ber_limit = l.rate_bits_per_s *
-                                 absl::ToDoubleSeconds(options_.symbol_window) * options_.ufm_ber;
-        if (es->sum > ber_limit) {
-          Breach(l, t, Severity::kCritical, name + "_ber_window", es->sum, ber_limit, out);
-        }
-      }
-      if (step_rate > options_.symbol_burst_per_s) {
-        Breach(l, t, Severity::kWarning, name + "_per_s", step_rate, options_.symbol_burst_per_s,
-               out);
-      }
-      break;
-    }
-    case kLinkErrorRecovery:
-      if (es->sum > options_.link_error_recovery_per_min) {
-        Breach(l, t, Severity::kWarning, name + "_per_min", es->sum,
-               options_.link_error_recovery_per_min, out);
-      }
-      break;
-    case kPortRcvErrors:
-      if (step_rate > options_.port_rcv_errors_per_s) {
-        Breach(l, t, Severity::kWarning, name + "_per_s", step_rate,
-               options_.port_rcv_errors_per_s, out);
-      }
-      break;
-    case kLocalLinkIntegrity:
-      if (options_.local_link_integrity_any) {
-        Breach(l, t, Severity::kCritical, name, d, 0, out);
-      }
-      break;
-    case kNvReplay:
-    case kNvRecovery:
-      if (options_.nvlink_replay_recovery_any) {
-        Breach(l, t, Severity::kCritical, name + "_in_window", es->sum, 0, out);
-      }
-      break;
-    case kNvCrcFlit:
-    case kNvCrcData: {
-      const double rate = es->sum / absl::ToDoubleSeconds(options_.nvlink_window);
-      if (rate >= options_.nvlink_crc_per_s) {
-        Breach(l, t, Severity::kCritical, name + "_per_s", rate, options_.nvlink_crc_per_s, out);
-      } else if (l.degraded_open) {
-        l.degraded_evidence[name + "_in_window"] = es->sum;
-      }
-      break;
-    }
-    default:  // NVLink5 error counters
-      if (options_.nvlink5_errors_any) {
-        Breach(l, t, Severity::kCritical, name + "_in_window", es->sum, 0, out);
-      }
-      break;
-  }
-}
-
-void LinkDetector::ObserveBer(Link& l, absl::Time t, double ber, std::vector<Finding>& out) {
-  if (options_.nvlink_effective_ber > 0 && ber > options_.nvlink_effective_ber) {
-    Breach(l, t, Severity::kCritical, "effective_ber", ber, options_.nvlink_effective_ber, out);
-  }
-}
-
-void LinkDetector::CheckClean(Link& l, absl::Time now, std::vector<Finding>& out) {
-  if (!l.degraded_open || now - l.last_breach < options_.clean_window) return;
-  l.degraded_open = false;
-  Finding f = Make(l, IncidentKind::kLinkDegraded, now, false);
-  f.severity = l.degraded_severity;
-  f.evidence = l.degraded_evidence;
-  f.evidence["clean_s"] = absl::ToDoubleSeconds(now - l.last_breach);
-  f.summary = absl::StrCat(l.id.Describe(), " on ", l.node, " has been clean for ",
-                           absl::FormatDuration(options_.clean_window));
-  out.push_back(std::move(f));
-  l.degraded_evidence.clear();
-  l.degraded_rule.clear();
 }
 
 // --- time, restore ----------------------------------------------------------------------------
@@ -815,6 +430,7 @@ bool LinkDetector::Restore(const Finding& open) {
     return false;
   }
   l->last_input = std::max(l->last_input, open.at);
+  l->entity = open.entity;  // resolve under the very key the incident was opened with
   switch (open.kind) {
     case IncidentKind::kLinkDown:
       l->was_up = true;

@@ -1,21 +1,23 @@
-// Links: link_down, link_flapping and link_degraded, per port (InfiniBand or RoCE RDMA port, netdev)
-// and per NVLink. Driven by the inputs' own times; Advance(now) applies time-based resolutions.
+// Links: link_down, link_flapping and link_degraded, per port (InfiniBand or RoCE RDMA port,
+// netdev) and per NVLink. Driven by the inputs' own times; Advance(now) applies time-based
+// resolutions.
 //
 // link_down — a port or NVLink that was up goes down: at once from an event (netlink, verbs), else
-// at the first sample whose state says down (infiniband_port/state < 4 ACTIVE or phys_state not
-// LinkUp, netdev/operstate down or lowerlayerdown, nvlink/link_state 0). A port first seen down is
+// at the first sample whose state says down (infiniband_port/state < 4 ACTIVE, phys_state Sleep,
+// Polling or Disabled, netdev/operstate down or lowerlayerdown, nvlink/link_state 0; the state
+// series of one link combine: any down is down). A port first seen down is
 // not raised (an uncabled port; NVSentinel suppresses these too). Resolves when the link is up. A
 // whole down→up cycle between two samples, seen only by a counter (Δlink_downed,
 // Δcarrier_down_count, Δlink_down_events_phy, Δcarrier_changes / 2), is raised and resolved at
-// once: one isolated flap is a link_down, not flapping. While link_flapping is open, new downs do not
-// raise link_down.
+// once: one isolated flap is a link_down, not flapping. While link_flapping is open, new downs do
+// not raise link_down.
 //
 // link_flapping — at least `flap_cycles` down→up cycles within `flap_window` on one link; raised at
 // the sample or event that completes the second cycle. Resolves after `flap_quiet` without a
 // transition. Every observation of a down — an event, a state sample, a counter step — is matched
-// against the downs already recorded (a counter step's interval, a state sample's interval since the
-// previous sample, an event's time ± `event_slack`), so one cycle seen as an event, a state change
-// and three counters counts once; a counter that counts more downs than were seen adds the
+// against the downs already recorded (a counter step's interval, a state sample's interval since
+// the previous sample, an event's time ± `event_slack`), so one cycle seen as an event, a state
+// change and three counters counts once; a counter that counts more downs than were seen adds the
 // difference (cycles shorter than the sampling interval).
 //
 // link_degraded — error rates against published thresholds (reference/detection-rules.md §2,
@@ -41,10 +43,10 @@ namespace ringside::analysis {
 
 struct LinkOptions {
   // --- link_flapping (DESIGN.md; ByteRobust waits for a second alert within 5 min, §2.3) ---
-  int flap_cycles = 2;                              // down→up cycles ...
-  absl::Duration flap_window = absl::Minutes(10);   // ... within this window
-  absl::Duration flap_quiet = absl::Minutes(10);    // resolved after this without a transition
-  absl::Duration event_slack = absl::Seconds(2);    // an event matches an interval this close
+  int flap_cycles = 2;                             // down→up cycles ...
+  absl::Duration flap_window = absl::Minutes(10);  // ... within this window
+  absl::Duration flap_quiet = absl::Minutes(10);   // resolved after this without a transition
+  absl::Duration event_slack = absl::Seconds(2);   // an event matches an interval this close
   // A state series not sampled for this long no longer counts toward the link's state, and a
   // counter-only down waiting for a state sample to confirm it is taken as a completed cycle.
   absl::Duration state_stale_after = absl::Minutes(2);
@@ -136,7 +138,7 @@ class LinkDetector {
   LinkOptions options_;
   const PortDirectory* ports_;
   absl::flat_hash_map<std::string, std::unique_ptr<Link>> links_;  // node \0 PortId::Key()
-  std::string key_;  // scratch
+  std::string key_;                                                // scratch
 };
 
 }  // namespace ringside::analysis

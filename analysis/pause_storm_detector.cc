@@ -122,15 +122,14 @@ void PauseStormDetector::SetTopology(const Topology* topology) {
 }
 
 PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
-  PortId id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
   key_.assign(step.node.data(), step.node.size());
   key_.push_back('\0');
-  key_.append(id.Key());
+  AppendPortKey(CanonicalPort(directory_, step.node, step.source, step.device, step.port), key_);
   auto it = ports_.find(key_);
   if (it != ports_.end()) return *it->second;
   auto port = std::make_unique<Port>();
   port->node = std::string(step.node);
-  port->id = std::move(id);
+  port->id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
   port->domain = DomainOf(*port);
   Port& ref = *port;
   by_domain_[ref.domain].push_back(&ref);
@@ -354,10 +353,10 @@ void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vecto
     for (Port* m : s->members) {
       if (Prio* mp = FindPrio(*m, prio)) top = std::max({top, mp->rx.fraction, mp->tx.fraction});
     }
-    s->severity = (top >= 0.9 || !s->spread.empty() ||
-                   (s->origin != nullptr && s->origin->error_events > 0))
-                      ? Severity::kCritical
-                      : Severity::kWarning;
+    s->severity =
+        (top >= 0.9 || !s->spread.empty() || (s->origin != nullptr && s->origin->error_events > 0))
+            ? Severity::kCritical
+            : Severity::kWarning;
     out.push_back(Make(*s, t, true));
     storms_.emplace(key, std::move(s));
     return;
@@ -379,8 +378,7 @@ void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Findi
     Prio* pp = FindPrio(*m, s.prio);
     if (pp != nullptr) {
       last_pause = std::max({last_pause, pp->rx.last_pause, pp->tx.last_pause});
-      latest = std::max({latest, pp->rx.time, pp->tx.time, pp->rx.frames_time,
-                         pp->tx.frames_time});
+      latest = std::max({latest, pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
     }
     last_pause = std::max(last_pause, m->storm_event_time);
   }
@@ -389,16 +387,17 @@ void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Findi
   for (Port* m : s.members) {
     Prio* pp = FindPrio(*m, s.prio);
     if (pp == nullptr) continue;
-    const absl::Time seen = std::max({pp->rx.time, pp->tx.time, pp->rx.frames_time,
-                                      pp->tx.frames_time});
+    const absl::Time seen =
+        std::max({pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
     if (seen < t - options_.recent) continue;  // gone quiet by going away: others decide
     if (seen - s.last_pause < options_.restoration_time) return;
   }
   if (t - s.last_pause < options_.restoration_time) return;
   Finding f = Make(s, t, false);
   f.evidence["quiet_s"] = absl::ToDoubleSeconds(t - s.last_pause);
-  f.summary = absl::StrCat("PFC pause storm on priority ", PrioName(s.prio), " is over: no pause for ",
-                           absl::FormatDuration(options_.restoration_time));
+  f.summary =
+      absl::StrCat("PFC pause storm on priority ", PrioName(s.prio), " is over: no pause for ",
+                   absl::FormatDuration(options_.restoration_time));
   out.push_back(std::move(f));
   for (Port* m : s.members) --m->storms;
   storms_.erase(std::make_pair(s.domain, s.prio));
@@ -455,8 +454,8 @@ bool PauseStormDetector::Restore(const Finding& open) {
   }
   const std::string node = get("node");
   if (get("origin") == "unknown") {
-    s->domain = get("leaf").empty() ? absl::StrCat("node:", node)
-                                    : absl::StrCat("leaf:", get("leaf"));
+    s->domain =
+        get("leaf").empty() ? absl::StrCat("node:", node) : absl::StrCat("leaf:", get("leaf"));
   } else {
     if (node.empty()) return false;
     CounterStep step;

@@ -283,6 +283,11 @@ bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResu
   return true;
 }
 
+void NodeSeries::Compact() {
+  states_.shrink_to_fit();
+  infos_.shrink_to_fit();
+}
+
 const SeriesState* NodeSeries::Find(uint32_t id) const {
   auto it = index_.find(id);
   return it == index_.end() ? nullptr : &states_[it->second];

@@ -153,6 +153,9 @@ class NodeSeries {
   // The same without building a status: false for an undefined id (the hot path of a batch).
   bool TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResult* result);
 
+  // Gives back the tables' spare capacity (after a batch of definitions).
+  void Compact();
+
   const SeriesState* Find(uint32_t id) const;
   std::vector<SeriesView> Views() const;  // in definition order
   size_t size() const { return states_.size(); }

@@ -116,8 +116,7 @@ absl::StatusOr<std::map<std::string, std::string>> DecodeLabels(sqlite3* db,
   return out;
 }
 
-absl::StatusOr<std::map<std::string, double>> DecodeEvidence(sqlite3* db,
-                                                             const std::string& json) {
+absl::StatusOr<std::map<std::string, double>> DecodeEvidence(sqlite3* db, const std::string& json) {
   Stmt q(db, "SELECT key, value, type FROM json_each(?1)");
   if (absl::Status s = q.status("prepare"); !s.ok()) return s;
   q.Text(1, json);
@@ -198,9 +197,8 @@ absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> SqliteIncidentStore::Open(
   }
   const std::string path = (std::filesystem::path(state_dir) / options.file_name).string();
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     absl::Status s = SqliteStatus(db, rc, absl::StrCat("open ", path));
     sqlite3_close(db);
@@ -262,8 +260,9 @@ absl::Status SqliteIncidentStore::Migrate() {
         absl::StrCat("incident store: ", path_, " is not a ringside incident database"));
   }
   if (app == 0 && tables > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "incident store: ", path_, " holds tables that ringside did not write; refusing to use it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("incident store: ", path_,
+                     " holds tables that ringside did not write; refusing to use it"));
   }
   if (version > kSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -325,8 +324,8 @@ absl::Status SqliteIncidentStore::Put(const Incident& inc) {
       if (rc != SQLITE_DONE) {
         status = SqliteStatus(db_, rc, absl::StrCat("put incident ", inc.id));
         if (status.code() == absl::StatusCode::kAlreadyExists) {
-          status = absl::AlreadyExistsError(absl::StrCat(
-              "incident store: another incident is already open for ", inc.key));
+          status = absl::AlreadyExistsError(
+              absl::StrCat("incident store: another incident is already open for ", inc.key));
         }
       }
     }
@@ -351,8 +350,8 @@ absl::StatusOr<Incident> SqliteIncidentStore::Row(sqlite3_stmt* s) {
   std::optional<IncidentKind> kind = ParseIncidentKind(ColumnText(s, 2));
   std::optional<Severity> sev = ParseSeverity(ColumnText(s, 3));
   if (!kind || !sev) {
-    return absl::DataLossError(absl::StrCat("incident store: incident ", inc.id,
-                                            " has an unknown kind or severity"));
+    return absl::DataLossError(
+        absl::StrCat("incident store: incident ", inc.id, " has an unknown kind or severity"));
   }
   inc.kind = *kind;
   inc.severity = *sev;

@@ -123,7 +123,7 @@ constexpr absl::Duration kRediscoverInterval = absl::Seconds(30);  // the agent'
 constexpr absl::Duration kHttpTimeout = absl::Seconds(10);
 constexpr absl::Duration kExporterStartTimeout = absl::Seconds(15);
 constexpr size_t kMaxResponseBytes = 64 << 20;
-constexpr int kGpus = 8;     // (f): a DGX H100's GPUs ...
+constexpr int kGpus = 8;      // (f): a DGX H100's GPUs ...
 constexpr int kNvlinks = 18;  // ... and NVLinks per GPU
 
 // ---------------------------------------------------------------------------------------------
@@ -350,9 +350,9 @@ absl::StatusOr<GpuNicInputs> PrepareGpuNicInputs(const std::string& root, const 
             : "--nvml-library is empty");
   }
   if (!std::filesystem::exists(in.nvml_library, ec)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no fake NVML library at ", in.nvml_library,
-        " (build the fake_nvml target, or pass --nvml-library)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no fake NVML library at ", in.nvml_library,
+                     " (build the fake_nvml target, or pass --nvml-library)"));
   }
   if (in.capture.empty() || !std::filesystem::exists(in.capture, ec)) {
     return absl::FailedPreconditionError(
@@ -438,10 +438,10 @@ struct CollectorCost {
 
 struct CyclesResult {
   int cycles = 0;
-  ValueCounts values;            // of the last cycle
+  ValueCounts values;                       // of the last cycle
   std::vector<CollectorCost> by_collector;  // with TimedCollectors only
-  uint64_t read_errors = 0;      // over all timed cycles
-  CpuDelta cpu;                  // of the timed cycles
+  uint64_t read_errors = 0;                 // over all timed cycles
+  CpuDelta cpu;                             // of the timed cycles
   double first_cycle_cpu_s = 0;  // discovery (listing, attribute reads, opens) plus one read
   double cpu_per_cycle_s = 0, cpu_per_value_s = 0, wall_per_cycle_s = 0;
   double discovery_cpu_s = 0;  // first cycle minus a steady one
@@ -1161,13 +1161,12 @@ void PrintAgentSection(const Report& r, std::string& o) {
   const GpuNicInputs& in = r.f_inputs;
   const CyclesResult& f = r.f;
   const SourceFloorResult& fl = r.f_floor;
-  absl::StrAppend(&o, "(f) the agent with NVLink and ethtool (issue #3): Sampler::RunOnce x ", f.cycles,
-                  ", collectors ",
-                  absl::StrJoin(f.by_collector, ", ",
-                                [](std::string* out, const CollectorCost& c) {
-                                  out->append(c.name);
-                                }),
-                  "\n");
+  absl::StrAppend(
+      &o, "(f) the agent with NVLink and ethtool (issue #3): Sampler::RunOnce x ", f.cycles,
+      ", collectors ",
+      absl::StrJoin(f.by_collector, ", ",
+                    [](std::string* out, const CollectorCost& c) { out->append(c.name); }),
+      "\n");
   absl::StrAppend(&o, "    nvml     ", in.nvml_library, " (fake; config read once), ", kGpus,
                   " Hopper GPUs x ", kNvlinks, " NVLinks: link state + 4 DL counters per link\n");
   absl::StrAppend(&o, "    ethtool  dir:", in.dump_dir, ": ", absl::StrJoin(in.netdevs, ", "), ", ",
@@ -1189,15 +1188,15 @@ void PrintAgentSection(const Report& r, std::string& o) {
   double in_collectors = 0;
   for (const CollectorCost& c : f.by_collector) {
     in_collectors += c.cpu_per_cycle_s;
-    absl::StrAppend(&o, absl::StrFormat("      %-22s %7d %14s %14s %6.1f%%\n", c.name, c.values_ok,
-                                        Us(c.cpu_per_cycle_s), Ns(c.cpu_per_value_s),
-                                        100.0 * c.cpu_per_cycle_s /
-                                            std::max(1e-12, f.cpu_per_cycle_s)));
+    absl::StrAppend(
+        &o, absl::StrFormat("      %-22s %7d %14s %14s %6.1f%%\n", c.name, c.values_ok,
+                            Us(c.cpu_per_cycle_s), Ns(c.cpu_per_value_s),
+                            100.0 * c.cpu_per_cycle_s / std::max(1e-12, f.cpu_per_cycle_s)));
   }
   const double rest = f.cpu_per_cycle_s - in_collectors;
-  absl::StrAppend(&o, absl::StrFormat("      %-22s %7s %14s %14s %6.1f%%\n", "sampler and timing", "",
-                                      Us(rest), "",
-                                      100.0 * rest / std::max(1e-12, f.cpu_per_cycle_s)));
+  absl::StrAppend(
+      &o, absl::StrFormat("      %-22s %7s %14s %14s %6.1f%%\n", "sampler and timing", "", Us(rest),
+                          "", 100.0 * rest / std::max(1e-12, f.cpu_per_cycle_s)));
   absl::StrAppend(&o, "    floors (", fl.cycles, " cycles each, next to (f))\n");
   absl::StrAppend(&o, "      fake NVML alone     ", Us(fl.nvml_cpu_per_cycle_s), " per cycle for ",
                   fl.nvml_calls_per_cycle, " calls (",
@@ -1311,7 +1310,8 @@ void PrintTable(const Report& r) {
                   absl::StrFormat("%.3f %%", r.cpu_percent_100hz), " of one core  (goal < ",
                   Num(kGoalCpuPercent), " %: ", r.cpu_met ? "met" : "NOT met", ")\n");
   if (r.f_ran && r.c) {
-    absl::StrAppend(&o, "    (f) with NVLink and ethtool: CPU per value, node_exporter / ringside   ",
+    absl::StrAppend(&o,
+                    "    (f) with NVLink and ethtool: CPU per value, node_exporter / ringside   ",
                     absl::StrFormat("%.1f", r.ratio_f), "  (goal >= ", Num(kGoalRatio), ": ",
                     r.ratio_f_met ? "met" : "NOT met", ")\n");
     if (r.c_lean) {
@@ -1416,63 +1416,62 @@ void PrintJson(const Report& r) {
                         {"cpu_per_value_seconds", Num(c.cpu_per_value_s)}}));
     }
     const SourceFloorResult& fl = r.f_floor;
-    top.emplace_back(
-        "agent_nvlink_ethtool",
-        obj({{"nvml_library", JsonQuote(r.f_inputs.nvml_library)},
-             {"gpus", absl::StrCat(kGpus)},
-             {"nvlinks_per_gpu", absl::StrCat(kNvlinks)},
-             {"ethtool_dir", JsonQuote(r.f_inputs.dump_dir)},
-             {"ethtool_capture", JsonQuote(r.f_inputs.capture)},
-             {"ethtool_stats_per_netdev", absl::StrCat(r.f_inputs.stats_per_netdev)},
-             {"netdevs", absl::StrCat(r.f_inputs.netdevs.size())},
-             {"cycles", absl::StrCat(r.f.cycles)},
-             {"values_ok_per_cycle", absl::StrCat(r.f.values.ok)},
-             {"values_unavailable", absl::StrCat(r.f.values.unavailable)},
-             {"values_error", absl::StrCat(r.f.values.error)},
-             {"read_errors", absl::StrCat(r.f.read_errors)},
-             {"cpu_seconds", Num(r.f.cpu.cpu_s)},
-             {"user_seconds", Num(r.f.cpu.user_s)},
-             {"sys_seconds", Num(r.f.cpu.sys_s)},
-             {"cpu_per_cycle_seconds", Num(r.f.cpu_per_cycle_s)},
-             {"cpu_per_value_seconds", Num(r.f.cpu_per_value_s)},
-             {"wall_per_cycle_seconds", Num(r.f.wall_per_cycle_s)},
-             {"first_cycle_cpu_seconds", Num(r.f.first_cycle_cpu_s)},
-             {"by_collector", absl::StrCat("[", absl::StrJoin(cs, ","), "]")},
-             {"floor_cycles", absl::StrCat(fl.cycles)},
-             {"nvml_floor_calls_per_cycle", absl::StrCat(fl.nvml_calls_per_cycle)},
-             {"nvml_floor_cpu_per_cycle_seconds", Num(fl.nvml_cpu_per_cycle_s)},
-             {"dump_floor_cpu_per_cycle_seconds", Num(fl.dump_cpu_per_cycle_s)},
-             {"dump_floor_bytes_per_cycle", absl::StrCat(fl.dump_bytes_per_cycle)},
-             {"ioctl_seconds", Num(fl.ioctl_ns * 1e-9)},
-             {"render_cpu_seconds", Num(r.f_render.cpu_per_render_s)},
-             {"render_samples", absl::StrCat(r.f_render.samples)}}));
+    top.emplace_back("agent_nvlink_ethtool",
+                     obj({{"nvml_library", JsonQuote(r.f_inputs.nvml_library)},
+                          {"gpus", absl::StrCat(kGpus)},
+                          {"nvlinks_per_gpu", absl::StrCat(kNvlinks)},
+                          {"ethtool_dir", JsonQuote(r.f_inputs.dump_dir)},
+                          {"ethtool_capture", JsonQuote(r.f_inputs.capture)},
+                          {"ethtool_stats_per_netdev", absl::StrCat(r.f_inputs.stats_per_netdev)},
+                          {"netdevs", absl::StrCat(r.f_inputs.netdevs.size())},
+                          {"cycles", absl::StrCat(r.f.cycles)},
+                          {"values_ok_per_cycle", absl::StrCat(r.f.values.ok)},
+                          {"values_unavailable", absl::StrCat(r.f.values.unavailable)},
+                          {"values_error", absl::StrCat(r.f.values.error)},
+                          {"read_errors", absl::StrCat(r.f.read_errors)},
+                          {"cpu_seconds", Num(r.f.cpu.cpu_s)},
+                          {"user_seconds", Num(r.f.cpu.user_s)},
+                          {"sys_seconds", Num(r.f.cpu.sys_s)},
+                          {"cpu_per_cycle_seconds", Num(r.f.cpu_per_cycle_s)},
+                          {"cpu_per_value_seconds", Num(r.f.cpu_per_value_s)},
+                          {"wall_per_cycle_seconds", Num(r.f.wall_per_cycle_s)},
+                          {"first_cycle_cpu_seconds", Num(r.f.first_cycle_cpu_s)},
+                          {"by_collector", absl::StrCat("[", absl::StrJoin(cs, ","), "]")},
+                          {"floor_cycles", absl::StrCat(fl.cycles)},
+                          {"nvml_floor_calls_per_cycle", absl::StrCat(fl.nvml_calls_per_cycle)},
+                          {"nvml_floor_cpu_per_cycle_seconds", Num(fl.nvml_cpu_per_cycle_s)},
+                          {"dump_floor_cpu_per_cycle_seconds", Num(fl.dump_cpu_per_cycle_s)},
+                          {"dump_floor_bytes_per_cycle", absl::StrCat(fl.dump_bytes_per_cycle)},
+                          {"ioctl_seconds", Num(fl.ioctl_ns * 1e-9)},
+                          {"render_cpu_seconds", Num(r.f_render.cpu_per_render_s)},
+                          {"render_samples", absl::StrCat(r.f_render.samples)}}));
   } else {
     top.emplace_back("agent_nvlink_ethtool", "null");
   }
-  if (!r.f_skipped.empty()) top.emplace_back("agent_nvlink_ethtool_skipped", JsonQuote(r.f_skipped));
+  if (!r.f_skipped.empty())
+    top.emplace_back("agent_nvlink_ethtool_skipped", JsonQuote(r.f_skipped));
   if (!r.f_error.empty()) top.emplace_back("agent_nvlink_ethtool_error", JsonQuote(r.f_error));
   top.emplace_back("node_exporter", r.c ? exporter(*r.c) : "null");
   top.emplace_back("node_exporter_lean", r.c_lean ? exporter(*r.c_lean) : "null");
   if (!r.c_error.empty()) top.emplace_back("node_exporter_error", JsonQuote(r.c_error));
-  top.emplace_back("result",
-                   obj({{"cpu_per_value_ratio", r.c ? Num(r.ratio) : "null"},
-                        {"cpu_per_value_ratio_lean", r.c_lean ? Num(r.ratio_lean) : "null"},
-                        {"scrape_per_cycle_ratio", r.c ? Num(r.ratio_per_scrape) : "null"},
-                        {"cpu_percent_100hz", Num(r.cpu_percent_100hz)},
-                        {"goal_ratio", Num(kGoalRatio)},
-                        {"goal_cpu_percent", Num(kGoalCpuPercent)},
-                        {"ratio_met", r.c ? b(r.ratio_met) : "null"},
-                        {"agent_nvlink_ethtool_cpu_per_value_ratio",
-                         r.f_ran && r.c ? Num(r.ratio_f) : "null"},
-                        {"agent_nvlink_ethtool_cpu_per_value_ratio_lean",
-                         r.f_ran && r.c_lean ? Num(r.ratio_f_lean) : "null"},
-                        {"agent_nvlink_ethtool_scrape_per_cycle_ratio",
-                         r.f_ran && r.c ? Num(r.ratio_f_per_scrape) : "null"},
-                        {"agent_nvlink_ethtool_ratio_with_one_ioctl_per_nvml_call",
-                         r.f_ran && r.c ? Num(r.ratio_f_with_ioctl) : "null"},
-                        {"agent_nvlink_ethtool_ratio_met",
-                         r.f_ran && r.c ? b(r.ratio_f_met) : "null"},
-                        {"cpu_met", b(r.cpu_met)}}));
+  top.emplace_back(
+      "result",
+      obj({{"cpu_per_value_ratio", r.c ? Num(r.ratio) : "null"},
+           {"cpu_per_value_ratio_lean", r.c_lean ? Num(r.ratio_lean) : "null"},
+           {"scrape_per_cycle_ratio", r.c ? Num(r.ratio_per_scrape) : "null"},
+           {"cpu_percent_100hz", Num(r.cpu_percent_100hz)},
+           {"goal_ratio", Num(kGoalRatio)},
+           {"goal_cpu_percent", Num(kGoalCpuPercent)},
+           {"ratio_met", r.c ? b(r.ratio_met) : "null"},
+           {"agent_nvlink_ethtool_cpu_per_value_ratio", r.f_ran && r.c ? Num(r.ratio_f) : "null"},
+           {"agent_nvlink_ethtool_cpu_per_value_ratio_lean",
+            r.f_ran && r.c_lean ? Num(r.ratio_f_lean) : "null"},
+           {"agent_nvlink_ethtool_scrape_per_cycle_ratio",
+            r.f_ran && r.c ? Num(r.ratio_f_per_scrape) : "null"},
+           {"agent_nvlink_ethtool_ratio_with_one_ioctl_per_nvml_call",
+            r.f_ran && r.c ? Num(r.ratio_f_with_ioctl) : "null"},
+           {"agent_nvlink_ethtool_ratio_met", r.f_ran && r.c ? b(r.ratio_f_met) : "null"},
+           {"cpu_met", b(r.cpu_met)}}));
   std::string out = obj(top) + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
@@ -1500,9 +1499,9 @@ absl::Status SetUpAgentPhase(Report& r, const std::string& work, absl::Duration 
   for (const auto& [name, ok] : got.ok_by_collector) {
     const size_t want = name == "nvml" ? want_nvml : name == "ethtool" ? want_ethtool : ok;
     if (ok != want || ok == 0) {
-      return absl::InternalError(
-          absl::StrCat(name, " read ", ok, " values, expected ", want, " (unavailable ",
-                       got.unavailable, ", errors ", got.error, ")"));
+      return absl::InternalError(absl::StrCat(name, " read ", ok, " values, expected ", want,
+                                              " (unavailable ", got.unavailable, ", errors ",
+                                              got.error, ")"));
     }
   }
   absl::StatusOr<std::unique_ptr<NvmlCallLoop>> loop =
@@ -1580,9 +1579,9 @@ int Main() {
     std::fprintf(stderr,
                  "tree ready at %s; %d rounds of (a) %d cycles, %s(c) %d scrapes, (e); "
                  "then %d rounds of (b) %s at %s, (e)\n",
-                 r.tree.c_str(), rounds, cycles,
-                 absl::GetFlag(FLAGS_nvlink_ethtool) ? "(f), " : "", scrapes, rounds,
-                 absl::FormatDuration(duration).c_str(), absl::FormatDuration(interval).c_str());
+                 r.tree.c_str(), rounds, cycles, absl::GetFlag(FLAGS_nvlink_ethtool) ? "(f), " : "",
+                 scrapes, rounds, absl::FormatDuration(duration).c_str(),
+                 absl::FormatDuration(interval).c_str());
   }
 
   CyclesPhase a(MakeSampler(r.tree, interval));

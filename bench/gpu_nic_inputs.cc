@@ -47,8 +47,8 @@ absl::Status WriteFakeNvmlConfig(const std::string& path, int gpus, int links) {
     // Error counters of a healthy fabric after weeks of training, different on every link.
     for (int l = 0; l < links; ++l) {
       const int k = g * links + l;
-      absl::StrAppend(&text, "counter replay ", l, " ", 1200 + 37 * k, "\n", "counter recovery ",
-                      l, " ", 1 + k % 3, "\n", "counter crc_flit ", l, " ", 48000 + 911 * k, "\n",
+      absl::StrAppend(&text, "counter replay ", l, " ", 1200 + 37 * k, "\n", "counter recovery ", l,
+                      " ", 1 + k % 3, "\n", "counter crc_flit ", l, " ", 48000 + 911 * k, "\n",
                       "counter crc_data ", l, " ", 150 + 13 * k, "\n");
     }
   }

@@ -12,9 +12,9 @@
 // Timed runs report CPU time (CLOCK_THREAD_CPUTIME_ID) and wall time per operation. They go in
 // bursts that the agent stand-in fully drains in between (untimed), so every measured record was
 // really encoded into the ring; the stand-in parses the batch headers and reports the plugin's
-// drop count (0 expected). A separate pass arms a seccomp filter on each measuring thread that traps
-// and counts every system call (tests/testing/syscall_trap.h): 0 expected. Single pairs are also
-// timed one by one for percentiles.
+// drop count (0 expected). A separate pass arms a seccomp filter on each measuring thread that
+// traps and counts every system call (tests/testing/syscall_trap.h): 0 expected. Single pairs are
+// also timed one by one for percentiles.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -28,9 +28,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
-#include <memory>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -286,7 +286,8 @@ std::vector<double> PairPercentiles(int64_t samples) {
   std::sort(d.begin(), d.end());
   std::vector<double> out;
   for (double q : {0.5, 0.9, 0.99, 0.999}) {
-    out.push_back(static_cast<double>(d[static_cast<size_t>(q * static_cast<double>(samples - 1))]));
+    out.push_back(
+        static_cast<double>(d[static_cast<size_t>(q * static_cast<double>(samples - 1))]));
   }
   out.push_back(static_cast<double>(d.back()));
   return out;
@@ -322,7 +323,8 @@ int main(int argc, char** argv) {
               "total ops/s");
   g_drain = drain.get();
   auto run = [&](const std::string& kind, const std::string& label, int threads, bool drained) {
-    const int64_t ops = kind == "pair" ? absl::GetFlag(FLAGS_pairs) : absl::GetFlag(FLAGS_collectives);
+    const int64_t ops =
+        kind == "pair" ? absl::GetFlag(FLAGS_pairs) : absl::GetFlag(FLAGS_collectives);
     // Bursts that fit the ring (4096 records) together, with room to spare.
     const int64_t burst = drained ? std::max<int64_t>(16, 2048 / threads) : ops;
     double best_cpu = 1e18, best_wall = 1e18, best_rate = 0;
@@ -416,9 +418,10 @@ int main(int argc, char** argv) {
   }
 
   const std::vector<double> p = PairPercentiles(1'000'000);
-  std::printf("single pairs, 1 thread (timer cost subtracted): p50 %.0f ns, p90 %.0f, p99 %.0f, "
-              "p99.9 %.0f, max %.0f\n",
-              p[0], p[1], p[2], p[3], p[4]);
+  std::printf(
+      "single pairs, 1 thread (timer cost subtracted): p50 %.0f ns, p90 %.0f, p99 %.0f, "
+      "p99.9 %.0f, max %.0f\n",
+      p[0], p[1], p[2], p[3], p[4]);
   dlclose(lib);
   drain.reset();
   ::rmdir(dir.c_str());

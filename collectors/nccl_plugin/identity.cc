@@ -21,7 +21,8 @@ bool JobIdFromEnvironment(FixedString<kJobIdSize>* job_id) noexcept {
   return false;
 }
 
-void ResolveJobId(const char* comm_name, uint64_t comm_id, FixedString<kJobIdSize>* job_id) noexcept {
+void ResolveJobId(const char* comm_name, uint64_t comm_id,
+                  FixedString<kJobIdSize>* job_id) noexcept {
   if (JobIdFromEnvironment(job_id)) return;
   if (comm_name != nullptr && comm_name[0] != '\0') {
     job_id->Set(comm_name);
@@ -59,11 +60,16 @@ uint32_t DatatypeSize(const char* t) noexcept {
     uint32_t bits = 0;
     for (int i = 0; i < 3 && *p >= '0' && *p <= '9'; ++i, ++p) bits = bits * 10 + (*p - '0');
     switch (bits) {
-      case 8: return 1;
-      case 16: return 2;
-      case 32: return 4;
-      case 64: return 8;
-      default: return 0;
+      case 8:
+        return 1;
+      case 16:
+        return 2;
+      case 32:
+        return 4;
+      case 64:
+        return 8;
+      default:
+        return 0;
     }
   }
   if (*p != '\0') return 0;

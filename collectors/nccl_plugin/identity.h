@@ -15,7 +15,8 @@ bool JobIdFromEnvironment(FixedString<kJobIdSize>* job_id) noexcept;
 
 // The job id of a communicator: the environment's, else the communicator's name, else
 // "comm-<16 hex digits of comm_id>" (NCCL often passes no name).
-void ResolveJobId(const char* comm_name, uint64_t comm_id, FixedString<kJobIdSize>* job_id) noexcept;
+void ResolveJobId(const char* comm_name, uint64_t comm_id,
+                  FixedString<kJobIdSize>* job_id) noexcept;
 
 // gethostname(), or "localhost".
 void HostName(FixedString<kHostSize>* host) noexcept;

@@ -47,7 +47,7 @@ struct Context {
 };
 
 struct CollEvent {
-  uint64_t tag = 0;
+  std::atomic<uint64_t> tag{0};  // read by IsColl() while another thread may free the event
   std::atomic<int32_t> refs{0};
   std::atomic<uint32_t> channels_started{0};
   uint32_t channels_expected = 0;
@@ -64,7 +64,7 @@ struct CollEvent {
 };
 
 struct ChannelEvent {
-  uint64_t tag = 0;
+  std::atomic<uint64_t> tag{0};
   CollEvent* parent = nullptr;
   uint64_t start = 0;
   uint64_t stop = 0;
@@ -79,17 +79,18 @@ constinit EventPool<CollEvent, kMaxCollsInFlight> g_colls;
 constinit EventPool<ChannelEvent, kMaxChannelsInFlight> g_channels;
 
 pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
-int g_active_contexts = 0;      // guarded by g_init_mu
+int g_active_contexts = 0;         // guarded by g_init_mu
 bool g_atfork_registered = false;  // guarded by g_init_mu
 // Set in a fork child whose parent had a sender thread: the next completed record starts one.
 std::atomic<bool> g_restart_sender{false};
 
 inline bool IsColl(const void* p) noexcept {
-  return p != nullptr && g_colls.Owns(p) && static_cast<const CollEvent*>(p)->tag == kTagColl;
+  return p != nullptr && g_colls.Owns(p) &&
+         static_cast<const CollEvent*>(p)->tag.load(std::memory_order_relaxed) == kTagColl;
 }
 inline bool IsChannel(const void* p) noexcept {
   return p != nullptr && g_channels.Owns(p) &&
-         static_cast<const ChannelEvent*>(p)->tag == kTagChannel;
+         static_cast<const ChannelEvent*>(p)->tag.load(std::memory_order_relaxed) == kTagChannel;
 }
 
 void AtomicMin(std::atomic<uint64_t>& a, uint64_t v) noexcept {
@@ -158,7 +159,7 @@ void Complete(CollEvent* e) noexcept {
   Context* ctx = e->ctx;
   const bool queued = g_shared.ring.TryPush([&](uint8_t* out) { EncodeCompleted(*e, *ctx, out); });
   if (!queued) g_shared.dropped.fetch_add(1, std::memory_order_relaxed);
-  e->tag = 0;
+  e->tag.store(0, std::memory_order_relaxed);
   g_colls.Free(e);
   ReleaseContext(ctx);
 }
@@ -195,8 +196,7 @@ Result StartColl(Context* ctx, void** handle, const nccl_abi::CollV4& c) noexcep
   e->kernel_start.store(kNoKernelStart, std::memory_order_relaxed);
   e->kernel_stop.store(0, std::memory_order_relaxed);
   e->refs.store(1 + static_cast<int32_t>(e->channels_expected), std::memory_order_relaxed);
-  e->tag = kTagColl;
-  std::atomic_thread_fence(std::memory_order_release);
+  e->tag.store(kTagColl, std::memory_order_release);
   *handle = e;
   return kSuccess;
 }
@@ -217,7 +217,7 @@ Result StartKernelCh(void** handle, void* parent, const nccl_abi::KernelCh& k) n
   ch->parent = e;
   ch->start = k.p_timer;
   ch->stop = 0;
-  ch->tag = kTagChannel;
+  ch->tag.store(kTagChannel, std::memory_order_release);
   *handle = ch;
   return kSuccess;
 }
@@ -331,7 +331,7 @@ Result PluginStopEvent(void* handle) noexcept {
     CollEvent* e = ch->parent;
     if (ch->start != 0) AtomicMin(e->kernel_start, ch->start);
     if (ch->stop != 0) AtomicMax(e->kernel_stop, ch->stop);
-    ch->tag = 0;
+    ch->tag.store(0, std::memory_order_relaxed);
     g_channels.Free(ch);
     ReleaseColl(e);
   }

@@ -9,7 +9,8 @@
 //   Coll stop                 drops the Coll's own reference ("enqueued", not "done")
 //   KernelCh start            a channel event with the GPU start time (pTimer)
 //   KernelCh state 22         the GPU stop time
-//   KernelCh stop             folds start/stop into the Coll (earliest start, latest stop) and drops
+//   KernelCh stop             folds start/stop into the Coll (earliest start, latest stop) and
+//   drops
 //                             a reference
 // The thread that drops the last reference (whichever it is) encodes the record into the ring.
 // Nothing here blocks, allocates, throws or makes a system call; a full ring or an empty pool
@@ -27,8 +28,8 @@ namespace ringside::collectors {
 struct EventView {
   uint64_t type;
   void* parent_obj;
-  const nccl_abi::CollV4* coll;          // valid when type == kEventColl
-  const nccl_abi::KernelCh* kernel_ch;   // valid when type == kEventKernelCh
+  const nccl_abi::CollV4* coll;         // valid when type == kEventColl
+  const nccl_abi::KernelCh* kernel_ch;  // valid when type == kEventKernelCh
 };
 
 nccl_abi::Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,

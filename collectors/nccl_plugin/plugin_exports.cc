@@ -30,8 +30,8 @@ abi::Result StartEvent(void* context, void** handle, Descr* descr) noexcept {
     return abi::kSuccess;
   }
   // v4 has a uint8_t type, v5+ a uint64_t: the member's own type reads the right width.
-  EventView view{static_cast<uint64_t>(descr->type), descr->parent_obj, &abi::CollPrefix(descr->coll),
-                 &descr->kernel_ch};
+  EventView view{static_cast<uint64_t>(descr->type), descr->parent_obj,
+                 &abi::CollPrefix(descr->coll), &descr->kernel_ch};
   return PluginStartEvent(context, handle, view);
 }
 
@@ -51,23 +51,23 @@ namespace rc = ringside::collectors;
 extern "C" {
 
 __attribute__((visibility("default"))) rc::nccl_abi::ProfilerV4 ncclProfiler_v4 = {
-    rc::kPluginName,       &rc::InitV4,    &rc::StartEvent<rc::nccl_abi::EventDescrV4>,
-    &rc::StopEvent,        &rc::RecordEventState, &rc::Finalize,
+    rc::kPluginName, &rc::InitV4,           &rc::StartEvent<rc::nccl_abi::EventDescrV4>,
+    &rc::StopEvent,  &rc::RecordEventState, &rc::Finalize,
 };
 
 __attribute__((visibility("default"))) rc::nccl_abi::ProfilerV5 ncclProfiler_v5 = {
-    rc::kPluginName,       &rc::InitV5Plus<5>, &rc::StartEvent<rc::nccl_abi::EventDescrV5>,
-    &rc::StopEvent,        &rc::RecordEventState, &rc::Finalize,
+    rc::kPluginName, &rc::InitV5Plus<5>,    &rc::StartEvent<rc::nccl_abi::EventDescrV5>,
+    &rc::StopEvent,  &rc::RecordEventState, &rc::Finalize,
 };
 
 __attribute__((visibility("default"))) rc::nccl_abi::ProfilerV6 ncclProfiler_v6 = {
-    rc::kPluginName,       &rc::InitV5Plus<6>, &rc::StartEvent<rc::nccl_abi::EventDescrV6>,
-    &rc::StopEvent,        &rc::RecordEventState, &rc::Finalize,
+    rc::kPluginName, &rc::InitV5Plus<6>,    &rc::StartEvent<rc::nccl_abi::EventDescrV6>,
+    &rc::StopEvent,  &rc::RecordEventState, &rc::Finalize,
 };
 
 __attribute__((visibility("default"))) rc::nccl_abi::ProfilerV7 ncclProfiler_v7 = {
-    rc::kPluginName,       &rc::InitV5Plus<7>, &rc::StartEvent<rc::nccl_abi::EventDescrV7>,
-    &rc::StopEvent,        &rc::RecordEventState, &rc::Finalize,
+    rc::kPluginName, &rc::InitV5Plus<7>,    &rc::StartEvent<rc::nccl_abi::EventDescrV7>,
+    &rc::StopEvent,  &rc::RecordEventState, &rc::Finalize,
 };
 
 }  // extern "C"

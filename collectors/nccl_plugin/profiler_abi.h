@@ -8,8 +8,8 @@
 //   - init argument order: v4 (ctx, mask*, commName, commHash, ...) versus v5+ (ctx, commId, mask*,
 //     commName, ...);
 //   - the Coll union member grows: v5 adds parentGroup, v7 adds kernelVariant, isSymColl, userTag.
-// The Coll fields ringside reads (seqNumber .. proto) and the KernelCh fields sit at the same offsets
-// in all four versions.
+// The Coll fields ringside reads (seqNumber .. proto) and the KernelCh fields sit at the same
+// offsets in all four versions.
 #ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_PROFILER_ABI_H_
 #define RINGSIDE_COLLECTORS_NCCL_PLUGIN_PROFILER_ABI_H_
 
@@ -99,9 +99,9 @@ struct KernelCh {
 // --- Descriptors ---------------------------------------------------------------------------------
 
 struct EventDescrV4 {
-  uint8_t type;     // 0
+  uint8_t type;      // 0
   void* parent_obj;  // 8: the plugin's own handle of the parent, or NULL
-  int rank;         // 16
+  int rank;          // 16
   union {
     CollV4 coll;
     P2pV4 p2p;
@@ -136,8 +136,8 @@ union StateArgs {
 
 struct ProfilerV4 {
   const char* name;
-  Result (*init)(void** context, int* e_activation_mask, const char* comm_name,
-                 uint64_t comm_hash, int n_nodes, int nranks, int rank, DebugLogger logfn);
+  Result (*init)(void** context, int* e_activation_mask, const char* comm_name, uint64_t comm_hash,
+                 int n_nodes, int nranks, int rank, DebugLogger logfn);
   Result (*start_event)(void* context, void** e_handle, EventDescrV4* e_descr);
   Result (*stop_event)(void* e_handle);
   Result (*record_event_state)(void* e_handle, int e_state, StateArgs* e_state_args);

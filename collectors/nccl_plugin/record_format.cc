@@ -178,14 +178,22 @@ void EncodeBatchHeader(const BatchHeaderFields& h, uint8_t* out) noexcept {
 
 const char* DecodeErrorName(DecodeError e) noexcept {
   switch (e) {
-    case DecodeError::kOk: return "ok";
-    case DecodeError::kTruncated: return "truncated";
-    case DecodeError::kBadMagic: return "bad_magic";
-    case DecodeError::kBadVersion: return "bad_version";
-    case DecodeError::kBadLength: return "bad_length";
-    case DecodeError::kOversized: return "oversized";
-    case DecodeError::kBadString: return "bad_string";
-    case DecodeError::kBadValue: return "bad_value";
+    case DecodeError::kOk:
+      return "ok";
+    case DecodeError::kTruncated:
+      return "truncated";
+    case DecodeError::kBadMagic:
+      return "bad_magic";
+    case DecodeError::kBadVersion:
+      return "bad_version";
+    case DecodeError::kBadLength:
+      return "bad_length";
+    case DecodeError::kOversized:
+      return "oversized";
+    case DecodeError::kBadString:
+      return "bad_string";
+    case DecodeError::kBadValue:
+      return "bad_value";
   }
   return "unknown";
 }

@@ -31,7 +31,7 @@ inline constexpr size_t kMaxFrameSize = kBatchHeaderSize + kMaxRecordsPerBatch *
 
 // Record flags.
 inline constexpr uint32_t kRecordFlagClockSynchronized = 1u << 0;  // host clock NTP-synchronised
-inline constexpr uint32_t kRecordFlagKernelTimes = 1u << 1;  // kernel start/stop are present
+inline constexpr uint32_t kRecordFlagKernelTimes = 1u << 1;        // kernel start/stop are present
 inline constexpr uint32_t kRecordKnownFlags = kRecordFlagClockSynchronized | kRecordFlagKernelTimes;
 
 // String field sizes, terminating NUL included (so a job id holds at most 63 bytes).
@@ -44,9 +44,9 @@ inline constexpr size_t kProtocolSize = 16;
 
 // Bounds past which a value is absurd and the record is rejected.
 inline constexpr uint32_t kMaxRanks = 1u << 24;
-inline constexpr uint32_t kMaxPid = 1u << 22;         // PID_MAX_LIMIT on 64-bit Linux
-inline constexpr uint32_t kMaxChannels = 255;         // NCCL's nChannels is a uint8_t
-inline constexpr uint64_t kMaxBytes = 1ull << 50;     // 1 PiB in one collective
+inline constexpr uint32_t kMaxPid = 1u << 22;      // PID_MAX_LIMIT on 64-bit Linux
+inline constexpr uint32_t kMaxChannels = 255;      // NCCL's nChannels is a uint8_t
+inline constexpr uint64_t kMaxBytes = 1ull << 50;  // 1 PiB in one collective
 inline constexpr int64_t kMaxUnixNanos = 7258118400ll * 1000000000ll;  // 2200-01-01
 inline constexpr int64_t kMaxKernelNanos = 86400ll * 1000000000ll;     // one day
 inline constexpr uint64_t kMaxDroppedPerBatch = 1ull << 48;
@@ -119,7 +119,7 @@ struct CollectiveRecordFields {
 
 struct BatchHeaderFields {
   uint32_t record_count = 0;
-  uint64_t dropped = 0;  // records the sender dropped since its previous batch
+  uint64_t dropped = 0;            // records the sender dropped since its previous batch
   FixedString<kJobIdSize> job_id;  // the job the drops belong to
 
   bool operator==(const BatchHeaderFields&) const = default;
@@ -164,7 +164,8 @@ DecodeStatus DecodeBatchHeader(const uint8_t* data, size_t size, BatchHeaderFiel
                                size_t* frame_size) noexcept;
 
 // Decodes and validates one record from exactly kRecordSize bytes (fewer: kTruncated).
-DecodeStatus DecodeRecord(const uint8_t* data, size_t size, CollectiveRecordFields* record) noexcept;
+DecodeStatus DecodeRecord(const uint8_t* data, size_t size,
+                          CollectiveRecordFields* record) noexcept;
 
 // Validates a whole frame (header + records) of exactly `size` bytes: kTruncated if shorter than
 // its header says, kBadLength if longer. Records are written to `records[0..capacity)`; a frame

@@ -55,9 +55,8 @@ absl::StatusOr<v1::CollectiveBatch> DecodeFrameToProto(absl::Span<const uint8_t>
 absl::StatusOr<std::string> EncodeFrame(const BatchHeaderFields& header,
                                         const std::vector<CollectiveRecordFields>& records) {
   if (records.size() > kMaxRecordsPerBatch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a frame holds at most ", kMaxRecordsPerBatch, " records, not ",
-                     records.size()));
+    return absl::InvalidArgumentError(absl::StrCat("a frame holds at most ", kMaxRecordsPerBatch,
+                                                   " records, not ", records.size()));
   }
   std::string out(kBatchHeaderSize + records.size() * kRecordSize, '\0');
   BatchHeaderFields h = header;

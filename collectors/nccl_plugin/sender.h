@@ -19,14 +19,14 @@
 namespace ringside::collectors {
 
 struct SenderTimings {
-  int64_t flush_interval_ns;        // how often the ring is drained while connected and idle
-  int64_t busy_interval_ns;         // ... and while records keep coming
+  int64_t flush_interval_ns;  // how often the ring is drained while connected and idle
+  int64_t busy_interval_ns;   // ... and while records keep coming
   int64_t connect_backoff_min_ns;
   int64_t connect_backoff_max_ns;
   int64_t stall_timeout_ns;         // a batch not written by then: disconnect
   int64_t clock_check_interval_ns;  // how often the NTP state is read again
 };
-inline constexpr SenderTimings kSenderTimings = {20'000'000,    1'000'000,      50'000'000,
+inline constexpr SenderTimings kSenderTimings = {20'000'000,    1'000'000,     50'000'000,
                                                  2'000'000'000, 5'000'000'000, 10'000'000'000};
 
 class Sender {

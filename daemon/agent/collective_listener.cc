@@ -116,13 +116,12 @@ absl::StatusOr<std::unique_ptr<CollectiveListener>> CollectiveListener::Start(
     std::function<void(const std::string&)> log) {
   const std::string& path = options.socket_path;
   if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "collectives socket path must be 1 to ", sizeof(sockaddr_un{}.sun_path) - 1,
-        " bytes: \"", path, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("collectives socket path must be 1 to ",
+                                                   sizeof(sockaddr_un{}.sun_path) - 1, " bytes: \"",
+                                                   path, "\""));
   }
-  if (options.records_per_second <= 0 || options.burst_records < 1 ||
-      options.max_connections < 1 || options.max_jobs < 1 ||
-      options.frame_timeout <= absl::ZeroDuration()) {
+  if (options.records_per_second <= 0 || options.burst_records < 1 || options.max_connections < 1 ||
+      options.max_jobs < 1 || options.frame_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "collectives listener: rate, burst, max connections, max jobs and frame timeout must be "
         "positive");
@@ -182,8 +181,8 @@ absl::StatusOr<std::unique_ptr<CollectiveListener>> CollectiveListener::Start(
   }
 
   if (!log) log = [](const std::string& m) { LogLine(m); };
-  std::unique_ptr<CollectiveListener> l(
-      new CollectiveListener(std::move(options), std::move(sink), std::move(clock), std::move(log)));
+  std::unique_ptr<CollectiveListener> l(new CollectiveListener(std::move(options), std::move(sink),
+                                                               std::move(clock), std::move(log)));
   l->listen_fd_ = fd;
   l->wake_fd_ = wake;
   {
@@ -230,7 +229,8 @@ void CollectiveListener::Loop() {
     absl::Time next_deadline = absl::InfiniteFuture();
     for (const auto& c : connections_) {
       fds.push_back({c->fd, POLLIN, 0});
-      if (c->filled > 0) next_deadline = std::min(next_deadline, c->partial_since + options_.frame_timeout);
+      if (c->filled > 0)
+        next_deadline = std::min(next_deadline, c->partial_since + options_.frame_timeout);
     }
     const size_t polled = connections_.size();
     int timeout_ms = 1000;
@@ -378,9 +378,9 @@ void CollectiveListener::Deliver(Connection& c, uint32_t count, const std::strin
     if (dropped > 0) JobLocked(header_job).drops += dropped;
   }
   if (count > allowed) {
-    Log("rate_limited", absl::StrCat("collectives: ", c.Who(), " sends more than ",
-                                     options_.records_per_second, " records/s (burst ",
-                                     options_.burst_records, "): dropped ", count - allowed));
+    Log("rate_limited",
+        absl::StrCat("collectives: ", c.Who(), " sends more than ", options_.records_per_second,
+                     " records/s (burst ", options_.burst_records, "): dropped ", count - allowed));
   }
   if (sink_ && (batch.records_size() > 0 || !batch.dropped_by_job().empty())) {
     sink_(std::move(batch));
@@ -402,9 +402,9 @@ void CollectiveListener::Reject(const Connection* c, const std::string& reason,
     absl::MutexLock lock(&mu_);
     ++stats_.rejections[reason];
   }
-  Log(reason, c == nullptr ? absl::StrCat("collectives: ", reason, ": ", detail)
-                           : absl::StrCat("collectives: cut off ", c->Who(), ": ", reason, ": ",
-                                          detail));
+  Log(reason, c == nullptr
+                  ? absl::StrCat("collectives: ", reason, ": ", detail)
+                  : absl::StrCat("collectives: cut off ", c->Who(), ": ", reason, ": ", detail));
 }
 
 void CollectiveListener::Log(const std::string& reason, const std::string& message) {

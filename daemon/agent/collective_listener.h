@@ -98,7 +98,8 @@ class CollectiveListener {
  private:
   struct Connection;
   CollectiveListener(CollectiveListenerOptions options, CollectiveSink sink,
-                     std::function<absl::Time()> clock, std::function<void(const std::string&)> log);
+                     std::function<absl::Time()> clock,
+                     std::function<void(const std::string&)> log);
 
   void Loop();
   void Accept();
@@ -109,7 +110,8 @@ class CollectiveListener {
   void Deliver(Connection& c, uint32_t count, const std::string& header_job, uint64_t dropped);
   void Reject(const Connection* c, const std::string& reason, const std::string& detail);
   void Log(const std::string& reason, const std::string& message);
-  CollectiveListenerStats::Job& JobLocked(const std::string& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CollectiveListenerStats::Job& JobLocked(const std::string& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CollectiveListenerOptions options_;
   const CollectiveSink sink_;
@@ -122,7 +124,7 @@ class CollectiveListener {
     absl::Time last = absl::InfinitePast();
     uint64_t held_back = 0;
   };
-  std::map<std::string, LogGate> log_gates_;  // listener thread only
+  std::map<std::string, LogGate> log_gates_;                 // listener thread only
   std::vector<collectors::CollectiveRecordFields> records_;  // decoded frame, listener thread only
   std::thread thread_;
 

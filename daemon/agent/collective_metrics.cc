@@ -30,8 +30,8 @@ void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Labe
 
 }  // namespace
 
-std::vector<prometheus::MetricFamily> CollectiveStatsToFamilies(const CollectiveListenerStats& stats,
-                                                                const std::string& node) {
+std::vector<prometheus::MetricFamily> CollectiveStatsToFamilies(
+    const CollectiveListenerStats& stats, const std::string& node) {
   prometheus::MetricFamily records = Family("ringside_agent_collective_records_total");
   prometheus::MetricFamily drops = Family("ringside_agent_collective_drops_total");
   prometheus::MetricFamily limited = Family("ringside_agent_collective_rate_limited_records_total");

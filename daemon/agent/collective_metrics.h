@@ -14,12 +14,13 @@
 
 namespace ringside::daemon {
 
-// ringside_agent_collective_records_total{node,job}, ringside_agent_collective_drops_total{node,job},
+// ringside_agent_collective_records_total{node,job},
+// ringside_agent_collective_drops_total{node,job},
 // ringside_agent_collective_rate_limited_records_total{node,job},
 // ringside_agent_collective_connections_total{node}, ringside_agent_collective_connections{node},
 // ringside_agent_collective_rejections_total{node,reason}.
-std::vector<prometheus::MetricFamily> CollectiveStatsToFamilies(const CollectiveListenerStats& stats,
-                                                                const std::string& node);
+std::vector<prometheus::MetricFamily> CollectiveStatsToFamilies(
+    const CollectiveListenerStats& stats, const std::string& node);
 
 class CollectiveListenerCollectable final : public prometheus::Collectable {
  public:

@@ -204,11 +204,8 @@ void Aggregator::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
   }
-  Log("DEBUG server down");
   if (journal_) journal_->Close();
-  Log("DEBUG journal closed");
   http_.reset();
-  Log("DEBUG http closed");
 }
 
 std::vector<prometheus::MetricFamily> Aggregator::CollectMetrics() const {

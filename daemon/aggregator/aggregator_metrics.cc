@@ -74,6 +74,9 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
       {"ringside_aggregator_messages_received_total", MetricType::Counter, "type",
        "Stream messages received, by type (hello, series_defs, samples, collectives, link_events, "
        "other), duplicates included."},
+      {"ringside_aggregator_unparsable_messages_total", MetricType::Counter, "",
+       "Stream messages that did not parse as an AgentMessage (the stream ends with "
+       "INVALID_ARGUMENT)."},
       {"ringside_aggregator_samples_received_total", MetricType::Counter, "",
        "Sample values taken into series state."},
       {"ringside_aggregator_samples_rejected_total", MetricType::Counter, "reason",
@@ -154,6 +157,7 @@ std::vector<MetricFamily> AggregatorCollectable::Collect() const {
   const IngestStats& s = *stats_;
   out.Add("ringside_aggregator_build_info", {{"version", version_}}, 1);
   AddEnum(out, "ringside_aggregator_messages_received_total", "type", s.messages, MessageTypeName);
+  out.Add("ringside_aggregator_unparsable_messages_total", {}, Load(s.unparsable));
   out.Add("ringside_aggregator_samples_received_total", {}, Load(s.samples));
   AddEnum(out, "ringside_aggregator_samples_rejected_total", "reason", s.samples_rejected,
           SampleRejectionName);

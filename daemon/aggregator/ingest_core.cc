@@ -287,6 +287,7 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
             IngestStats::Add(stats_->series_redefined);
           }
         }
+        n.series->Compact();
         return absl::OkStatus();
       }
       case MessageType::kHello:

@@ -8,6 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "daemon/common/protocol.h"
 #include "daemon/common/tls.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
 
 namespace ringside::daemon {
 namespace {
@@ -42,7 +44,7 @@ std::string PeerIdentities(const grpc::AuthContext& auth) {
 }  // namespace
 
 class IngestSession final
-    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>,
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public SessionLink,
       public std::enable_shared_from_this<IngestSession> {
  public:
@@ -57,7 +59,7 @@ class IngestSession final
       FinishLocked(*refuse);
       return;
     }
-    StartRead(&in_);
+    StartRead(&in_buf_);
   }
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -68,6 +70,19 @@ class IngestSession final
       if (!ok) {
         end_reason_ = context_->IsCancelled() ? EndReason::kCancelled : EndReason::kClientClosed;
         FinishLocked(grpc::Status::OK);
+        return;
+      }
+      ++messages_;
+      const size_t bytes = in_buf_.Length();
+      grpc::Status parsed = grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
+      if (!parsed.ok()) {
+        IngestStats::Add(service_->stats_->unparsable);
+        if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kNoHello);
+        end_reason_ = EndReason::kProtocolError;
+        FinishLocked(grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("message ", messages_, " of the stream (", bytes,
+                         " bytes) does not parse as a ringside.v1.AgentMessage")));
         return;
       }
       if (!node_) {
@@ -81,7 +96,7 @@ class IngestSession final
       }
       if (!finished_) {
         MaybeWriteLocked();
-        StartRead(&in_);
+        StartRead(&in_buf_);
       }
     }
     if (replaced) {
@@ -204,8 +219,7 @@ class IngestSession final
       ack->set_protocol_version(protocol_version_);
       ack->set_acked_seq(hello_acked_seq_);
       ack->set_aggregator_version(service_->options_.aggregator_version);
-      writing_ = true;
-      StartWrite(&out_);
+      WriteLocked();
       return;
     }
     if (!node_) return;
@@ -214,9 +228,20 @@ class IngestSession final
     last_ack_sent_ = ackable;
     out_.Clear();
     out_.mutable_ack()->set_acked_seq(ackable);
-    writing_ = true;
     IngestStats::Add(service_->stats_->acks);
-    StartWrite(&out_);
+    WriteLocked();
+  }
+
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    bool own = false;
+    out_buf_.Clear();
+    grpc::Status s = grpc::SerializationTraits<v1::AggregatorMessage>::Serialize(out_, &out_buf_, &own);
+    if (!s.ok()) {
+      FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "cannot serialize a reply"));
+      return;
+    }
+    writing_ = true;
+    StartWrite(&out_buf_);
   }
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -232,8 +257,11 @@ class IngestSession final
 
   absl::Mutex mu_;
   std::shared_ptr<IngestSession> self_;  // keeps the reactor alive until OnDone
+  grpc::ByteBuffer in_buf_;
   v1::AgentMessage in_;
+  uint64_t messages_ = 0;
   v1::AggregatorMessage out_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer out_buf_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
@@ -253,7 +281,7 @@ IngestService::IngestService(IngestCore* core, IngestStats* stats, IngestService
 
 IngestService::~IngestService() = default;
 
-grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* IngestService::Stream(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stream(
     grpc::CallbackServerContext* context) {
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   const absl::Time now = options_.now ? options_.now() : absl::Now();

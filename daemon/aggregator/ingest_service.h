@@ -1,6 +1,7 @@
 // ringside.v1 Ingest.Stream on the gRPC callback API: one reactor per stream, which never blocks
 // in a reaction. The session protocol (docs/aggregator.md):
 //
+//   - A message that does not parse as an AgentMessage: INVALID_ARGUMENT.
 //   - The first message must be a Hello (else INVALID_ARGUMENT). Protocol version ranges that do
 //     not overlap: FAILED_PRECONDITION naming both. With mTLS, the Hello's node must match the
 //     client certificate (else PERMISSION_DENIED). A Hello past --max-nodes: RESOURCE_EXHAUSTED.
@@ -28,6 +29,7 @@
 #include "absl/time/time.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "ringside/v1/ingest.grpc.pb.h"
 
 namespace ringside::daemon {
@@ -42,12 +44,15 @@ struct IngestServiceOptions {
 
 class IngestSession;
 
-class IngestService final : public v1::Ingest::CallbackService {
+// The raw (ByteBuffer) flavour of the callback API, so that a message that does not parse is told
+// apart from the agent closing its side: it ends the stream with INVALID_ARGUMENT instead of the
+// read silently failing.
+class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::Ingest::Service> {
  public:
   IngestService(IngestCore* core, IngestStats* stats, IngestServiceOptions options);
   ~IngestService() override;
 
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* Stream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* context) override;
 
   // Ends sessions that said no Hello within the timeout. Called by a housekeeping thread.

@@ -81,6 +81,7 @@ struct IngestStats {
   std::atomic<uint64_t> collective_records{0};
   std::atomic<uint64_t> link_events{0};
   std::atomic<uint64_t> plugin_dropped_records{0};
+  std::atomic<uint64_t> unparsable{0};        // messages that are no AgentMessage
   std::atomic<uint64_t> duplicates{0};        // sequenced messages at or below the watermark
   std::atomic<uint64_t> gap_messages{0};      // seqs skipped over (the agent no longer had them)
   std::atomic<uint64_t> acks{0};

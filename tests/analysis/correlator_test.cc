@@ -14,9 +14,9 @@
 namespace ringside::analysis {
 namespace {
 
+using testing::At;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::At;
 
 // 16 ranks of job-1, four per node: node-a (0-3), node-b (4-7), node-c (8-11) under leaf-1,
 // node-d (12-15) under leaf-2.
@@ -175,8 +175,8 @@ TEST(CorrelatorDgxTest, StormOnOneRailReachesTheOtherHostsOfItsLeaf) {
   ASSERT_TRUE(t.ok()) << t.status();
   PauseStormDetector storms({}, &*t);
   std::vector<Finding> out;
-  testing::SimCounter tx{"a08-p1-dgx-04-c01", "ethtool", "mlx5_5", "1", "tx_prio3_pause_duration",
-                         64, false, 0, 3};
+  testing::SimCounter tx{
+      "a08-p1-dgx-04-c01", "ethtool", "mlx5_5", "1", "tx_prio3_pause_duration", 64, false, 0, 3};
   // (A RoCE view of the fabric: the tx duration series named by the RDMA device for brevity.)
   for (int i = 0; i < 3; ++i) storms.ObserveCounter(tx.Step(At(i), 9'500'000), out);
   ASSERT_EQ(out.size(), 1u);

@@ -43,12 +43,19 @@ class Rng {  // xorshift64*: cheap enough for tens of millions of draws
   uint64_t s_;
 };
 
-// Which detector a series goes to, decided once per series as the aggregator would.
-enum class Route { kLink, kPause, kCongestion };
+// Which detector a series goes to, decided once per series definition as the aggregator would.
+enum class Route { kNone, kLink, kPause, kCongestion };
+
+Route RouteOf(absl::string_view source, absl::string_view counter) {
+  if (LinkDetector::Uses(source, counter)) return Route::kLink;
+  if (PauseStormDetector::Uses(source, counter)) return Route::kPause;
+  if (CongestionDetector::Uses(source, counter)) return Route::kCongestion;
+  return Route::kNone;
+}
 
 struct Series {
-  SimCounter counter;
-  Route route;
+  SimCounter* counter = nullptr;
+  Route route = Route::kNone;
 };
 
 class Node {
@@ -59,7 +66,7 @@ class Node {
                    uint8_t width, bool saturates, uint64_t start, int prio = -1) {
       series_.push_back(std::make_unique<SimCounter>(name_, source, device, port, counter, width,
                                                      saturates, start, prio));
-      return series_.back().get();
+      return Series{series_.back().get(), RouteOf(source, counter)};
     };
     link_downed_ = add("infiniband", "mlx5_0", "1", "link_downed", 8, true, 3);
     symbol_ = add("infiniband", "mlx5_0", "1", "symbol_error", 16, true, stuck ? 65535 : 40);
@@ -90,8 +97,8 @@ class Node {
   template <typename Sink>
   void Sample(absl::Time t, Sink&& sink) {
     const bool reload = rng_.Chance(1.0 / (200 * 360));  // a driver reload every ~200 hours
-    auto step = [&](SimCounter* c, uint64_t inc) {
-      sink(reload ? c->Reset(t, inc) : c->Step(t, inc));
+    auto step = [&](const Series& s, uint64_t inc) {
+      sink(reload ? s.counter->Reset(t, inc) : s.counter->Step(t, inc), s.route);
     };
     sink.State(ib_state_->At(t, 4));
     sink.State(oper_->At(t, 6));
@@ -132,10 +139,10 @@ class Node {
   std::string name_;
   Rng rng_;
   std::vector<std::unique_ptr<SimCounter>> series_;
-  SimCounter *link_downed_, *symbol_, *ler_, *rcv_, *lli_, *rx_pause_, *tx_pause_, *tx_frames_,
-      *storm_, *carrier_, *ecn_, *cnp_, *rp_;
-  SimCounter* replay_[2];
-  SimCounter* crc_[2];
+  Series link_downed_, symbol_, ler_, rcv_, lli_, rx_pause_, tx_pause_, tx_frames_, storm_,
+      carrier_, ecn_, cnp_, rp_;
+  Series replay_[2];
+  Series crc_[2];
   std::unique_ptr<SimState> ib_state_, oper_;
   std::unique_ptr<SimState> nv_state_[2];
   int burst_ = 0;
@@ -159,15 +166,20 @@ TEST(FabricFalseAlarmTest, ThousandNodeHoursOfNoisyHealthyTrafficRaiseAtMostOneI
   std::vector<Finding> out;
   uint64_t steps = 0;
   struct Sink {
-    void operator()(const CounterStep& s) {
+    void operator()(const CounterStep& s, Route route) {
       ++*steps;
-      // Route by series, as the aggregator does once per series definition.
-      if (LinkDetector::Uses(s.source, s.counter)) {
-        links->ObserveCounter(s, *out);
-      } else if (PauseStormDetector::Uses(s.source, s.counter)) {
-        pauses->ObserveCounter(s, *out);
-      } else if (CongestionDetector::Uses(s.source, s.counter)) {
-        congestion->ObserveCounter(s, *out);
+      switch (route) {
+        case Route::kLink:
+          links->ObserveCounter(s, *out);
+          break;
+        case Route::kPause:
+          pauses->ObserveCounter(s, *out);
+          break;
+        case Route::kCongestion:
+          congestion->ObserveCounter(s, *out);
+          break;
+        case Route::kNone:
+          break;
       }
     }
     void State(const StateSample& s) {

@@ -1,9 +1,8 @@
 #include "analysis/incidents.h"
 
-#include <sqlite3.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cmath>
 #include <fstream>
@@ -21,8 +20,8 @@
 namespace ringside::analysis {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::At;
+using ::testing::HasSubstr;
 
 Finding LinkDown(bool active, absl::Time at, const char* node = "node-1") {
   Finding f;
@@ -193,8 +192,8 @@ TEST_F(SqliteStoreTest, RoundTripsEveryField) {
   inc.opened = absl::FromUnixNanos(1700000000123456789);
   inc.updated = inc.opened + absl::Seconds(30);
   inc.resolved = inc.opened + absl::Minutes(2);
-  inc.evidence = {{"origin_tx_pause_fraction", 0.97}, {"spread/node-3/mlx5_3", 1.0 / 3},
-                  {"events", 12}};
+  inc.evidence = {
+      {"origin_tx_pause_fraction", 0.97}, {"spread/node-3/mlx5_3", 1.0 / 3}, {"events", 12}};
   inc.summary = "storm ✓";
   inc.resolution = "over";
   inc.causes = {{0, "host", "host", {{"node", "n"}}, "no fabric incident"},
@@ -318,8 +317,7 @@ TEST_F(SqliteStoreTest, RefusesADatabaseItDidNotWrite) {
   ASSERT_EQ(sqlite3_open((other.path() + "/incidents.db").c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
-  absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> s =
-      SqliteIncidentStore::Open(other.path());
+  absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> s = SqliteIncidentStore::Open(other.path());
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   // Nor a file that is not SQLite at all.

@@ -148,8 +148,8 @@ TEST(LinkDetectorTest, EventsRaiseAtOnceAndMatchTheSampleAndCounters) {
   };
   for (int i = 0; i < 5; ++i) sample(i, 0);
   // A 2-second flap between samples 4 and 5, seen by netlink as it happened.
-  LinkEvent down{"node-2", "netlink", "eth3", "", At(4) + absl::Seconds(3), LinkState::kUp,
-                 LinkState::kDown};
+  LinkEvent down{"node-2",       "netlink",       "eth3", "", At(4) + absl::Seconds(3),
+                 LinkState::kUp, LinkState::kDown};
   d.ObserveEvent(down, out);
   ASSERT_EQ(CountActive(out, IncidentKind::kLinkDown), 1);  // at once, not at the next sample
   EXPECT_EQ(out.back().at, At(4) + absl::Seconds(3));
@@ -248,7 +248,7 @@ TEST(LinkDegradedTest, ACounterStuckAtItsMaximumKeepsItOpenUntilCleared) {
   for (; i < 200; ++i) d.ObserveCounter(sym.Step(At(i), 0), out);  // blind, not clean
   EXPECT_EQ(First(out, IncidentKind::kLinkDegraded, false), nullptr);
   EXPECT_EQ(CountActive(out, IncidentKind::kLinkDegraded), 1);  // and nothing raised twice
-  d.ObserveCounter(sym.Reset(At(i++), 0), out);  // cleared
+  d.ObserveCounter(sym.Reset(At(i++), 0), out);                 // cleared
   const int cleared = i - 1;
   for (; i < 300; ++i) d.ObserveCounter(sym.Step(At(i), 0), out);
   const Finding* r = First(out, IncidentKind::kLinkDegraded, false);

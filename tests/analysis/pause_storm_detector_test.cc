@@ -24,10 +24,10 @@ constexpr double kIntervalUs = 10e6;  // 10 s samples
 // storm counters.
 struct RocePort {
   explicit RocePort(const std::string& node)
-      : rx(node, "ethtool", "eth0", "", "rx_prio3_pause_duration", 64, false, UINT64_MAX - 40'000'000,
-           3),
-        tx(node, "ethtool", "eth0", "", "tx_prio3_pause_duration", 64, false, UINT64_MAX - 30'000'000,
-           3),
+      : rx(node, "ethtool", "eth0", "", "rx_prio3_pause_duration", 64, false,
+           UINT64_MAX - 40'000'000, 3),
+        tx(node, "ethtool", "eth0", "", "tx_prio3_pause_duration", 64, false,
+           UINT64_MAX - 30'000'000, 3),
         tx_frames(node, "ethtool", "eth0", "", "tx_prio3_pause", 64, false, 0, 3),
         storm_warning(node, "ethtool", "eth0", "", "tx_pause_storm_warning_events") {}
   // Paused fractions of this sample's 10 s.
@@ -124,6 +124,20 @@ TEST_F(PauseStormTest, OriginIsNamedEvenWhenTheVictimsMeetTheRuleFirst) {
   EXPECT_EQ(f->entity.at("node"), "node-c");
 }
 
+TEST_F(PauseStormTest, TheEarliestSenderIsTheOriginNotTheLoudest) {
+  // node-a starts sending pauses at sample 3; the back-pressure reaches node-c, which starts
+  // sending pauses itself a sample later, and more of them. node-b is paused by both.
+  for (int i = 0; i < 10; ++i) {
+    ports_[0]->Sample(*d_, At(i), 0, i >= 3 ? 0.7 : 0, out_);
+    ports_[1]->Sample(*d_, At(i), i >= 3 ? 0.95 : 0, 0, out_);
+    ports_[2]->Sample(*d_, At(i), 0, i >= 4 ? 0.99 : 0, out_);
+  }
+  const Finding* f = First(out_, IncidentKind::kPauseStorm, true);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->entity.at("node"), "node-a");
+  EXPECT_EQ(CountActive(out_, IncidentKind::kPauseStorm), 1);
+}
+
 TEST_F(PauseStormTest, StormEventsRaiseAtOnce) {
   for (int i = 0; i < 5; ++i) ports_[0]->Sample(*d_, At(i), 0, 0.02, out_);
   ports_[0]->Sample(*d_, At(5), 0, 0.3, out_, /*storm_events=*/1);
@@ -142,7 +156,8 @@ TEST_F(PauseStormTest, BurstyPausesBelowTheRuleRaiseNothing) {
   for (int i = 0; i < 6 * 360; ++i) {
     for (int p = 0; p < 4; ++p) {
       double rx = u(rng_) * 0.2, tx = u(rng_) * 0.2;
-      if (burst_left[p] == 0 && quiet[p] > 3 && u(rng_) < 0.05) burst_left[p] = u(rng_) < 0.5 ? 1 : 2;
+      if (burst_left[p] == 0 && quiet[p] > 3 && u(rng_) < 0.05)
+        burst_left[p] = u(rng_) < 0.5 ? 1 : 2;
       if (burst_left[p] > 0) {
         --burst_left[p];
         quiet[p] = 0;
@@ -171,8 +186,8 @@ TEST_F(PauseStormTest, OriginOutOfViewNamesTheLeaf) {
 }
 
 TEST_F(PauseStormTest, AResetPauseCounterIsNoStorm) {
-  SimCounter rx{"node-a", "ethtool", "eth0", "", "rx_prio3_pause_duration", 64, false,
-                900'000'000'000, 3};
+  SimCounter rx{"node-a", "ethtool", "eth0",          "", "rx_prio3_pause_duration",
+                64,       false,     900'000'000'000, 3};
   for (int i = 0; i < 5; ++i) d_->ObserveCounter(rx.Step(At(i), 1000), out_);
   // A driver reload zeroes it; the next reads count from zero.
   d_->ObserveCounter(rx.Reset(At(5), 9'000'000), out_);
@@ -196,7 +211,10 @@ TEST_F(PauseStormTest, WithoutATopologyTheDomainIsTheNode) {
 TEST_F(PauseStormTest, RestoredStormResolvesWhenQuiet) {
   Finding open;
   open.kind = IncidentKind::kPauseStorm;
-  open.entity = {{"node", "node-b"}, {"device", "mlx5_3"}, {"port", "1"}, {"netdev", "eth0"},
+  open.entity = {{"node", "node-b"},
+                 {"device", "mlx5_3"},
+                 {"port", "1"},
+                 {"netdev", "eth0"},
                  {"priority", "3"}};
   open.at = At(0);
   ASSERT_TRUE(d_->Restore(open));

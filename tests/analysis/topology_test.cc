@@ -92,10 +92,10 @@ TEST(TopologyTest, DgxH100NdrFatTree) {
 }
 
 TEST(TopologyTest, FdrFatTreeAndItsIbsimRegenerations) {
-  for (const char* rel : {"ibnetdiscover/loginoff_sx6036_fdr10-qdr_fat-tree_2014.txt",
-                          "generated-ibsim/ibnetdiscover.stdout.txt",
-                          "generated-ibsim/ibnetdiscover-f.stdout.txt",
-                          "generated-ibsim/ibnetdiscover-p.stdout.txt"}) {
+  for (const char* rel :
+       {"ibnetdiscover/loginoff_sx6036_fdr10-qdr_fat-tree_2014.txt",
+        "generated-ibsim/ibnetdiscover.stdout.txt", "generated-ibsim/ibnetdiscover-f.stdout.txt",
+        "generated-ibsim/ibnetdiscover-p.stdout.txt"}) {
     SCOPED_TRACE(rel);
     Topology t = MustParse(rel);
     EXPECT_EQ(t.hosts(), 144u);

@@ -1,8 +1,6 @@
 // The collective-record wire format: the documented layout, the round trip to ringside.v1, every
 // rejection with its reason, and random corruptions of valid frames (never a crash; either
 // rejected or decoded to exactly what re-encodes to the corrupted bytes).
-#include "collectors/nccl_plugin/record_format.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectors/nccl_plugin/record_format.h"
 #include "collectors/nccl_plugin/record_proto.h"
 
 namespace ringside::collectors {
@@ -77,11 +76,11 @@ TEST(CollectiveRecordTest, LayoutIsTheDocumentedOne) {
   std::string f = Frame({r}, 5);
   ASSERT_EQ(f.size(), 96u + 352u);
   EXPECT_EQ(f.substr(0, 4), "RSCB");
-  EXPECT_EQ(f[4], 1);                       // version
-  EXPECT_EQ(static_cast<uint8_t>(f[6]), 96);  // header_length
-  EXPECT_EQ(f[12], 1);                      // record_count
+  EXPECT_EQ(f[4], 1);                                // version
+  EXPECT_EQ(static_cast<uint8_t>(f[6]), 96);         // header_length
+  EXPECT_EQ(f[12], 1);                               // record_count
   EXPECT_EQ(Bytes(f)[16] | Bytes(f)[17] << 8, 352);  // record_length
-  EXPECT_EQ(f[24], 5);                      // dropped
+  EXPECT_EQ(f[24], 5);                               // dropped
   EXPECT_EQ(std::string(f.data() + 32), "slurm-981273");
   const std::string rec = f.substr(kRec0);
   EXPECT_EQ(rec.substr(0, 4), "RSCR");
@@ -208,7 +207,8 @@ TEST(CollectiveRecordTest, RejectsTruncatedAndOverlongFrames) {
   EXPECT_EQ(frame_size, 96u + 2 * 352u);
   // A frame with more records than the caller has room for.
   std::vector<CollectiveRecordFields> one(1);
-  EXPECT_EQ(DecodeFrame(Bytes(good), good.size(), &h, one.data(), 1).error, DecodeError::kOversized);
+  EXPECT_EQ(DecodeFrame(Bytes(good), good.size(), &h, one.data(), 1).error,
+            DecodeError::kOversized);
 }
 
 struct RecordCase {
@@ -276,8 +276,7 @@ TEST(CollectiveRecordTest, RejectsEveryMalformedRecordWithItsReason) {
 TEST(CollectiveRecordTest, StatusesAreDataLossWithTheReason) {
   std::string f = Frame({SampleRecord()});
   f[0] = 'Z';
-  absl::StatusOr<v1::CollectiveBatch> b =
-      DecodeFrameToProto(absl::MakeSpan(Bytes(f), f.size()));
+  absl::StatusOr<v1::CollectiveBatch> b = DecodeFrameToProto(absl::MakeSpan(Bytes(f), f.size()));
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(b.status().message(), "collective record: bad_magic: batch magic is not RSCB");
@@ -287,10 +286,12 @@ TEST(CollectiveRecordTest, StatusesAreDataLossWithTheReason) {
 TEST(CollectiveRecordTest, FixedStringsAreAlwaysValidOnTheWire) {
   FixedString<8> s;
   s.Set("abcdefghijk");
-  EXPECT_STREQ(s.c_str(), "abcdefg");  // 7 bytes and the terminator
+  EXPECT_STREQ(s.c_str(), "abcdefg");   // 7 bytes and the terminator
   s.Set("ab\xc3\xa9\xc3\xa9\xc3\xa9");  // "abééé": é is two bytes; cut before a split é
   EXPECT_STREQ(s.c_str(), "ab\xc3\xa9\xc3\xa9");
-  s.Set("a\tb\x7f" "c\xff");
+  s.Set(
+      "a\tb\x7f"
+      "c\xff");
   EXPECT_STREQ(s.c_str(), "a?b?c?");
   s.Set(nullptr);
   EXPECT_TRUE(s.empty());

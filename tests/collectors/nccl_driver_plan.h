@@ -59,7 +59,8 @@ inline CollSpec Coll(int comm, int i, int world_rank) {
   c.proto = kProtos[i % 3];
   // 0 channels now and then (NCCL then sends no KernelCh), up to 32.
   c.channels = i % 7 == 6 ? 0 : 1 + (i * 5 + world_rank) % kMaxChannels;
-  const uint64_t base = 1'700'000'000'000'000'000ull + static_cast<uint64_t>(comm) * 1'000'000'000'000ull +
+  const uint64_t base = 1'700'000'000'000'000'000ull +
+                        static_cast<uint64_t>(comm) * 1'000'000'000'000ull +
                         static_cast<uint64_t>(i) * 1'000'000'000ull;
   for (int ch = 0; ch < c.channels; ++ch) {
     // GPU globaltimer values are multiples of 32 ns or more; channel order is not time order.

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -35,7 +36,6 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <condition_variable>
 #include <string>
 #include <thread>
 #include <vector>
@@ -392,8 +392,10 @@ int RunWeird() {
   // An init NCCL should never send: rank outside the communicator. The plugin declines quietly.
   plan::CommSpec bad = {1, "bad", 4, 9};
   void* none = reinterpret_cast<void*>(0x1);
-  int rc = g_version == 4 ? reinterpret_cast<InitV4>(g_table.init)(&none, &g_mask, bad.name, 1, 1, 4, 9, &NcclLog)
-                          : reinterpret_cast<InitV5>(g_table.init)(&none, 1, &g_mask, bad.name, 1, 4, 9, &NcclLog);
+  int rc =
+      g_version == 4
+          ? reinterpret_cast<InitV4>(g_table.init)(&none, &g_mask, bad.name, 1, 1, 4, 9, &NcclLog)
+          : reinterpret_cast<InitV5>(g_table.init)(&none, 1, &g_mask, bad.name, 1, 4, 9, &NcclLog);
   Check(rc == 0 && none == nullptr, "a bad init must succeed with a NULL context");
   // With a NULL context, NCCL still calls startEvent and expects a NULL handle.
   Descr d;
@@ -425,7 +427,7 @@ int RunWeird() {
   void* k1 = StartKernelCh(ctx, coll, 1, 1'700'000'000'000'000'000ull);
   void* extra = StartKernelCh(ctx, coll, 2, 1'700'000'000'000'000'000ull);
   Check(extra == nullptr, "a KernelCh beyond nChannels must get a NULL handle");
-  g_table.stop(k0);                                   // no state 22 before its stop
+  g_table.stop(k0);                                    // no state 22 before its stop
   StopKernelCh(k1, 1'700'000'000'000'000'000ull - 5);  // stop before start: no kernel times
   // Events the plugin does not record get NULL handles; ProxyCtrl and CollApi included.
   for (uint64_t type : {kP2p, kProxyCtrl, kCollApi, uint64_t{1} << 15}) {
@@ -452,7 +454,8 @@ std::string Flag(int argc, char** argv, const char* name, const char* fallback =
 
 int main(int argc, char** argv) {
   // A clean environment for the job id: only what --env sets.
-  for (const char* name : {"RINGSIDE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RINGSIDE_SOCKET"}) {
+  for (const char* name :
+       {"RINGSIDE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RINGSIDE_SOCKET"}) {
     unsetenv(name);
   }
   for (int i = 1; i < argc; ++i) {

@@ -1,9 +1,8 @@
 // libringside_nccl.so driven the way NCCL drives it (nccl_plugin_driver, one process per rank)
 // against the agent's real CollectiveListener on a temporary socket.
+#include <gtest/gtest.h>
 #include <sys/timex.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,11 +15,11 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -156,8 +155,10 @@ v1::CollectiveRecord Expected(int comm, int i, int world_rank, int pid, const st
   r.set_protocol(s.proto);
   r.set_channels(s.channels);
   if (s.channels > 0) {
-    r.set_kernel_start_unix_nanos(static_cast<int64_t>(*std::min_element(s.start, s.start + s.channels)));
-    r.set_kernel_stop_unix_nanos(static_cast<int64_t>(*std::max_element(s.stop, s.stop + s.channels)));
+    r.set_kernel_start_unix_nanos(
+        static_cast<int64_t>(*std::min_element(s.start, s.start + s.channels)));
+    r.set_kernel_stop_unix_nanos(
+        static_cast<int64_t>(*std::max_element(s.stop, s.stop + s.channels)));
   }
   r.set_pid(pid);
   r.set_host(HostName());
@@ -172,11 +173,10 @@ class NcclPluginTest : public ::testing::Test {
   void StartListener(CollectiveListenerOptions o = {}) {
     o.socket_path = SocketPath();
     absl::StatusOr<std::unique_ptr<CollectiveListener>> l =
-        CollectiveListener::Start(o, received_.Sink(), absl::Now,
-                                  [this](const std::string& m) {
-                                    absl::MutexLock lock(&log_mu_);
-                                    log_.push_back(m);
-                                  });
+        CollectiveListener::Start(o, received_.Sink(), absl::Now, [this](const std::string& m) {
+          absl::MutexLock lock(&log_mu_);
+          log_.push_back(m);
+        });
     ASSERT_TRUE(l.ok()) << l.status();
     listener_ = std::move(*l);
   }
@@ -251,9 +251,11 @@ TEST_P(PluginVersionTest, EightRanksInEightProcessesDeliverExactlyTheExpectedRec
   const std::vector<v1::CollectiveRecord> got = received_.records();
   ASSERT_EQ(got.size(), expected_count);
 
-  std::map<std::tuple<uint32_t, uint64_t, std::string, uint64_t>, const v1::CollectiveRecord*> by_key;
+  std::map<std::tuple<uint32_t, uint64_t, std::string, uint64_t>, const v1::CollectiveRecord*>
+      by_key;
   for (const v1::CollectiveRecord& r : got) {
-    auto [it, fresh] = by_key.emplace(std::make_tuple(r.pid(), r.comm_id(), r.function(), r.seq()), &r);
+    auto [it, fresh] =
+        by_key.emplace(std::make_tuple(r.pid(), r.comm_id(), r.function(), r.seq()), &r);
     EXPECT_TRUE(fresh) << "duplicate record " << r.ShortDebugString();
   }
   int checked = 0;
@@ -261,7 +263,8 @@ TEST_P(PluginVersionTest, EightRanksInEightProcessesDeliverExactlyTheExpectedRec
     for (int c = 0; c < plan::kComms; ++c) {
       for (int i = 0; i < kCollectives; ++i) {
         v1::CollectiveRecord want = Expected(c, i, rank, outs[rank].pid, "job-42");
-        auto it = by_key.find(std::make_tuple(want.pid(), want.comm_id(), want.function(), want.seq()));
+        auto it =
+            by_key.find(std::make_tuple(want.pid(), want.comm_id(), want.function(), want.seq()));
         ASSERT_NE(it, by_key.end()) << "missing " << want.ShortDebugString();
         const v1::CollectiveRecord& have = *it->second;
         // The host enqueue time lies between the driver's clock readings around Coll start/stop.
@@ -340,9 +343,10 @@ TEST_F(NcclPluginTest, WithNoAgentAMillionCollectivesNeverBlockAndTheDropCountIs
   ASSERT_EQ(count.size(), 4u) << p.Stdout();
   const double wall_s = std::stod(count[2]) / 1e9;
   const double max_ms = std::stod(count[3]) / 1e6;
-  std::printf("1,000,000 collectives with no agent: %.2f s (%.0f ns per collective of 4 events + 2 "
-              "KernelCh), slowest %.3f ms\n",
-              wall_s, wall_s * 1e9 / kMillion, max_ms);
+  std::printf(
+      "1,000,000 collectives with no agent: %.2f s (%.0f ns per collective of 4 events + 2 "
+      "KernelCh), slowest %.3f ms\n",
+      wall_s, wall_s * 1e9 / kMillion, max_ms);
   EXPECT_LT(wall_s, 60.0);
   EXPECT_LT(max_ms, 1000.0);
   // No system call at all on the calling thread (a seccomp filter counted them).
@@ -359,7 +363,8 @@ TEST_F(NcclPluginTest, WithNoAgentAMillionCollectivesNeverBlockAndTheDropCountIs
   StartListener();
   ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
   ASSERT_TRUE(received_.WaitForRecords(kRing, absl::Seconds(20)))
-      << received_.records().size() << " records; " << Diagnostics() << "\n" << p.Stderr();
+      << received_.records().size() << " records; " << Diagnostics() << "\n"
+      << p.Stderr();
   absl::SleepFor(absl::Milliseconds(200));
   std::vector<v1::CollectiveRecord> got = received_.records();
   ASSERT_GE(got.size(), static_cast<size_t>(kRing));
@@ -407,6 +412,30 @@ TEST_F(NcclPluginTest, AStalledAgentNeverBlocksTrainingAndTheDropCountIsExact) {
   EXPECT_GT(got, 0u);
   EXPECT_EQ(got + drops, static_cast<uint64_t>(kCollectives + 1));
   EXPECT_EQ(dropped.size(), 1u);
+}
+
+TEST_F(NcclPluginTest, AnAgentRestartIsFollowed) {
+  StartListener();
+  const std::string go = tmp_.path() + "/go";
+  std::vector<std::string> args = DriverArgs(5, "count");
+  args.push_back("--collectives=1000");
+  args.push_back("--env=RINGSIDE_JOB_ID=restart");
+  args.push_back("--wait-file=" + go);
+  Process p(args, tmp_.path());
+  ASSERT_TRUE(p.WaitForStderr("phase 1 done", absl::Seconds(60))) << p.Stderr();
+  ASSERT_TRUE(received_.WaitForRecords(1000, absl::Seconds(20))) << Diagnostics();
+  // The agent goes away and a new one takes the socket: the plugin sees the connection close and
+  // connects to the new one.
+  listener_.reset();
+  Received after;
+  auto l = CollectiveListener::Start({.socket_path = SocketPath()}, after.Sink());
+  ASSERT_TRUE(l.ok()) << l.status();
+  std::ofstream(go) << "go";
+  ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
+  ASSERT_TRUE(after.WaitForRecords(1, absl::Seconds(20)));
+  EXPECT_EQ(after.records()[0].seq(), 1000u);
+  EXPECT_EQ(after.records()[0].job_id(), "restart");
+  EXPECT_TRUE(after.dropped().empty());
 }
 
 TEST_F(NcclPluginTest, SurvivesFork) {
@@ -482,8 +511,8 @@ TEST(NcclPluginLibraryTest, ExportsOnlyTheProfilerTables) {
     ASSERT_EQ(f.size(), 3u) << line;
     symbols.insert(f[2]);
   }
-  EXPECT_EQ(symbols, (std::set<std::string>{"ncclProfiler_v4", "ncclProfiler_v5",
-                                            "ncclProfiler_v6", "ncclProfiler_v7"}))
+  EXPECT_EQ(symbols, (std::set<std::string>{"ncclProfiler_v4", "ncclProfiler_v5", "ncclProfiler_v6",
+                                            "ncclProfiler_v7"}))
       << nm.out;
 }
 

@@ -4,13 +4,12 @@
 #include "daemon/agent/collective_listener.h"
 
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <fstream>
@@ -343,7 +342,8 @@ TEST_F(CollectiveListenerTest, RateLimitIsPerConnectionAndCounted) {
     now += absl::Seconds(1);  // 5 more records for each connection
   }
   ASSERT_TRUE(Send(a, Records(200, 25)));
-  ASSERT_TRUE(WaitFor([&] { return listener_->Stats().jobs["job-1"].rate_limited == 15 + 15 + 20; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return listener_->Stats().jobs["job-1"].rate_limited == 15 + 15 + 20; }));
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(RecordCount(), 25u);
   const CollectiveListenerStats st = listener_->Stats();
@@ -402,7 +402,9 @@ TEST_F(CollectiveListenerTest, ExportsRecordsDropsConnectionsAndRejections) {
     EXPECT_EQ(s.size(), 1u) << name << "\n" << text;
     return s.empty() ? -1.0 : s[0].value;
   };
-  EXPECT_EQ(one("ringside_agent_collective_records_total", {{"node", "gpu-node-3"}, {"job", "train-7"}}), 2);
+  EXPECT_EQ(
+      one("ringside_agent_collective_records_total", {{"node", "gpu-node-3"}, {"job", "train-7"}}),
+      2);
   EXPECT_EQ(one("ringside_agent_collective_drops_total", {{"job", "train-7"}}), 1234);
   EXPECT_EQ(one("ringside_agent_collective_rate_limited_records_total", {{"job", "train-7"}}), 0);
   EXPECT_EQ(one("ringside_agent_collective_connections_total", {{"node", "gpu-node-3"}}), 2);

@@ -254,7 +254,9 @@ TEST_F(UploaderTest, DefinesNewSeriesBeforeFirstUseAndAllAgainInEachSession) {
   // A new session (the aggregator restarts): every id in use is defined first, before any batch.
   fake_.Stop();
   fake_.Start();
-  up->OnSnapshot(Snap(b, 30, 3));
+  AgentSnapshot third = Snap(b, 30, 3);
+  third.collectors[0].values[2].status = collectors::ValueStatus::kError;  // in use, no value
+  up->OnSnapshot(third);
   ASSERT_TRUE(WaitAllAcked(*up, 3)) << logs_.All();
   std::vector<v1::AgentMessage> s2 = SessionMessages(2);
   ASSERT_GE(s2.size(), 3u);

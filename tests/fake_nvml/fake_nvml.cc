@@ -84,8 +84,7 @@ Config& CurrentConfig() {
 // One entry-point call: holds the lock, journals, reads the config, applies `fail` rules.
 class Call {
  public:
-  explicit Call(const char* function)
-      : lock_(g_mu), function_(function), cfg_(CurrentConfig()) {
+  explicit Call(const char* function) : lock_(g_mu), function_(function), cfg_(CurrentConfig()) {
     Journal(function);
   }
   Config& cfg() { return cfg_; }

@@ -1,0 +1,89 @@
+// The analysis the aggregator hosts, in one object: the fabric detectors, the straggler detector,
+// the incident lifecycle and the correlator, wired together. Pure logic; the caller's clock.
+//
+//   FabricAnalysis a(options, store, topology);   // store: SqliteIncidentStore under --state-dir
+//   a.Start(now);                                 // open incidents back, detectors take them over
+//   a.MapNetdev(node, "eth2", "mlx5_2", "1");     // from the agent's netdev info records
+//   per SampleBatch:  a.OnCounter(step) / a.OnState(sample) for each series (RouteOf once per
+//                     SeriesDef tells which series matter; the others can be skipped)
+//   per LinkEvents:   a.OnEvent(event)
+//   per Collective:   a.OnCollective(observation)
+//   after each batch, and every second or so:  a.Flush(now, &changes)
+//
+// Flush applies the findings gathered since the last call to the incidents, lets time pass
+// (flapping quiet, restoration, stale ports, restored incidents nobody confirmed) and correlates:
+// `changes` lists every incident opened, updated (evidence, causes, blast radius) or resolved —
+// what alerts and WatchIncidents are made of. Thread-compatible: one analysis thread.
+#ifndef RINGSIDE_ANALYSIS_FABRIC_ANALYSIS_H_
+#define RINGSIDE_ANALYSIS_FABRIC_ANALYSIS_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "analysis/collective_observation.h"
+#include "analysis/congestion_detector.h"
+#include "analysis/correlator.h"
+#include "analysis/fabric_inputs.h"
+#include "analysis/incidents.h"
+#include "analysis/link_detector.h"
+#include "analysis/pause_storm_detector.h"
+#include "analysis/straggler_detector.h"
+#include "analysis/topology.h"
+
+namespace ringside::analysis {
+
+struct FabricAnalysisOptions {
+  LinkOptions link;
+  PauseStormOptions pause_storm;
+  CongestionOptions congestion;
+  StragglerOptions straggler;
+  CorrelatorOptions correlator;
+  IncidentOptions incidents;
+};
+
+// Which detector a series feeds (decide once per series definition).
+enum class SeriesRoute { kNone, kLink, kPauseStorm, kCongestion };
+SeriesRoute RouteOf(absl::string_view source, absl::string_view counter);
+
+class FabricAnalysis {
+ public:
+  // `store` may be null (nothing persisted); `topology` may be null. Both must outlive it.
+  FabricAnalysis(FabricAnalysisOptions options, IncidentStore* store,
+                 const Topology* topology = nullptr);
+
+  // Loads the open incidents and hands each to the detector that raises its kind.
+  absl::Status Start(absl::Time now);
+  // A reloaded --topology.
+  void SetTopology(const Topology* topology);
+  void MapNetdev(absl::string_view node, absl::string_view netdev, absl::string_view device,
+                 absl::string_view port);
+
+  void OnCounter(const CounterStep& step);
+  void OnCounter(const CounterStep& step, SeriesRoute route);  // route known: no lookup
+  void OnState(const StateSample& sample);
+  void OnEvent(const LinkEvent& event);
+  void OnCollective(const CollectiveObservation& obs);
+
+  absl::Status Flush(absl::Time now, std::vector<IncidentChange>* changes = nullptr);
+
+  IncidentManager& incidents() { return incidents_; }
+  const IncidentManager& incidents() const { return incidents_; }
+  const Correlator& correlator() const { return correlator_; }
+  size_t pending_findings() const { return findings_.size(); }
+
+ private:
+  FabricAnalysisOptions options_;
+  PortDirectory ports_;
+  LinkDetector links_;
+  PauseStormDetector pause_storms_;
+  CongestionDetector congestion_;
+  StragglerDetector stragglers_;
+  Correlator correlator_;
+  IncidentManager incidents_;
+  std::vector<Finding> findings_;
+};
+
+}  // namespace ringside::analysis
+
+#endif  // RINGSIDE_ANALYSIS_FABRIC_ANALYSIS_H_
