@@ -13,7 +13,7 @@
 // There is no published absolute threshold (Minder, §1.4, compares ECN/CNP rates between peers):
 // the default of 1,000 marked packets or CNPs a second is ringside's — about 0.01 % of a 400 Gb/s
 // port's 4 KiB packets, far above the handful a second that transient incast leaves, and low enough
-// to catch a path held congested. Tune it with --congestion-min-rate.
+// to catch a path held congested. Tune it with CongestionOptions::min_rate.
 #ifndef RINGSIDE_ANALYSIS_CONGESTION_DETECTOR_H_
 #define RINGSIDE_ANALYSIS_CONGESTION_DETECTOR_H_
 

@@ -276,10 +276,27 @@ absl::StatusOr<StepResult> NodeSeries::Observe(uint32_t id, uint64_t raw, int64_
   return ObserveSample(states_[at], raw, time_ns);
 }
 
-bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResult* result) {
+bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResult* result,
+                            ObservedSample* detail) {
   const int64_t at = IndexOf(id);
   if (at < 0) return false;
-  *result = ObserveSample(states_[at], raw, time_ns);
+  SeriesState& state = states_[at];
+  const int64_t prev = state.has_value() ? state.last_time_ns : 0;
+  *result = ObserveSample(state, raw, time_ns);
+  if (detail != nullptr) {
+    const Info& info = infos_[at];
+    detail->id = id;
+    detail->source = *info.source;
+    detail->device = *info.device;
+    detail->port = *info.port;
+    detail->counter = *info.counter;
+    detail->priority = info.priority;
+    detail->kind = state.kind;
+    detail->time_ns = time_ns;
+    detail->prev_time_ns = prev;
+    detail->raw = raw;
+    detail->step = *result;
+  }
   return true;
 }
 

@@ -91,6 +91,23 @@ StepResult ObserveSample(SeriesState& state, uint64_t raw, int64_t time_ns);
 // Initializes a state for a series of this kind.
 void ResetSeriesState(SeriesState& state, SeriesKind kind, uint8_t width, bool saturates);
 
+// One accepted sample with its series' names, for observers (the detectors' CounterStep and
+// StateSample are built from it). The views point at interned names: valid while the caller holds
+// the node (see NodeSeries).
+struct ObservedSample {
+  uint32_t id = 0;
+  absl::string_view source;
+  absl::string_view device;
+  absl::string_view port;
+  absl::string_view counter;
+  int32_t priority = -1;
+  SeriesKind kind = SeriesKind::kCounter;
+  int64_t time_ns = 0;
+  int64_t prev_time_ns = 0;  // of the previous accepted sample (0 for a baseline)
+  uint64_t raw = 0;
+  StepResult step;
+};
+
 // A series as an agent declares it (ringside.v1 SeriesDef).
 struct SeriesDefinition {
   uint32_t id = 0;
@@ -151,7 +168,9 @@ class NodeSeries {
   absl::StatusOr<StepResult> Observe(uint32_t id, uint64_t raw, int64_t time_ns);
 
   // The same without building a status: false for an undefined id (the hot path of a batch).
-  bool TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResult* result);
+  // `detail` (optional) receives the sample with its series' names.
+  bool TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResult* result,
+                  ObservedSample* detail = nullptr);
 
   // Gives back the tables' spare capacity (after a batch of definitions).
   void Compact();

@@ -43,14 +43,17 @@ std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
   return e;
 }
 
+void StragglerDetector::LogOp(const CollectiveObservation& obs) {
+  Worker w{obs.host, obs.global_rank, obs.pid};
+  OpLog& log = ops_[WorkerKey(obs.job, w)];
+  log.ops.push_back(OpLog::Op{obs.stop_ns, obs.duration_ns(), obs.is_p2p()});
+  while (log.ops.size() > 8192) log.ops.pop_front();
+  if (!obs.is_p2p()) log.comms[{obs.job, obs.comm_id}] = obs.nranks;
+}
+
 void StragglerDetector::Observe(const CollectiveObservation& obs, std::vector<Finding>& out) {
-  if (obs.is_p2p()) {
-    Worker w{obs.host, obs.global_rank, obs.pid};
-    P2pLog& log = p2p_[WorkerKey(obs.job, w)];
-    log.spans.emplace_back(obs.stop_ns, obs.duration_ns());
-    while (log.spans.size() > 4096) log.spans.pop_front();
-    return;
-  }
+  LogOp(obs);
+  if (obs.is_p2p()) return;
   if (obs.nranks < 2 || obs.rank >= obs.nranks || obs.nranks > 1u << 20) return;
   Comm& comm = comms_[{obs.job, obs.comm_id}];
   if (comm.nranks != obs.nranks) {  // first record, or the communicator was rebuilt
@@ -117,31 +120,73 @@ void StragglerDetector::Complete(Comm& comm, const std::string& function, const 
   // Instance times on rank 0's clock (spans are what matter, so clock offsets cancel).
   j.begin_ns = p.ranks[0].start_ns;
   j.end_ns = p.ranks[0].start_ns + p.ranks[0].duration_ns;
-  comm.window.push_back(j);
-  while (comm.window.size() > static_cast<size_t>(options_.window)) comm.window.pop_front();
-  Judge(comm, out);
+  std::deque<Judged>& window = comm.windows[function];
+  window.push_back(j);
+  while (window.size() > static_cast<size_t>(options_.window)) window.pop_front();
+  Judge(comm, function, out);
   JudgeSlowdown(comm, function, p, base, j.end_ns, out);
 }
 
 double StragglerDetector::P2pWaitFraction(const Worker& w, const std::string& job,
-                                          int64_t from_ns, int64_t to_ns) const {
-  auto it = p2p_.find(WorkerKey(job, w));
-  if (it == p2p_.end() || it->second.spans.empty() || to_ns <= from_ns) return 0;
-  // The worker's own clock: take its most recent (to - from) of point-to-point time.
-  const int64_t span = to_ns - from_ns;
-  const int64_t latest = it->second.spans.back().first;
+                                          int64_t span) const {
+  auto it = ops_.find(WorkerKey(job, w));
+  if (it == ops_.end() || it->second.ops.empty() || span <= 0) return 0;
+  // The worker's own clock: its most recent `span` of point-to-point time.
+  const int64_t latest = it->second.ops.back().end_ns;
   double blocked = 0;
-  for (const auto& [end, dur] : it->second.spans) {
-    if (end >= latest - span) blocked += static_cast<double>(dur);
+  for (const OpLog::Op& op : it->second.ops) {
+    if (op.p2p && op.end_ns >= latest - span) blocked += static_cast<double>(op.duration_ns);
   }
   return blocked / static_cast<double>(span);
 }
 
-void StragglerDetector::Judge(Comm& comm, std::vector<Finding>& out) {
-  const int n = static_cast<int>(comm.window.size());
+double StragglerDetector::BusyNs(const std::string& worker_key, int64_t span) const {
+  auto it = ops_.find(worker_key);
+  if (it == ops_.end() || it->second.ops.empty()) return -1;
+  const int64_t latest = it->second.ops.back().end_ns;
+  double in_ops = 0;
+  for (const OpLog::Op& op : it->second.ops) {
+    if (op.end_ns >= latest - span) in_ops += static_cast<double>(op.duration_ns);
+  }
+  return std::max(0.0, static_cast<double>(span) - in_ops);
+}
+
+double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t span) const {
+  const std::string key = WorkerKey(comm.job, comm.workers[rank]);
+  auto it = ops_.find(key);
+  if (it == ops_.end()) return 0;
+  // The candidate's largest communicator: its data-parallel group.
+  std::pair<std::string, uint64_t> largest;
+  uint32_t most = 0;
+  for (const auto& [c, n] : it->second.comms) {
+    if (n > most) {
+      most = n;
+      largest = c;
+    }
+  }
+  auto peers = comms_.find(largest);
+  if (peers == comms_.end()) return 0;
+  std::vector<double> others;
+  for (const Worker& w : peers->second.workers) {
+    const std::string k = WorkerKey(peers->second.job, w);
+    if (k == key) continue;
+    double b = BusyNs(k, span);
+    if (b >= 0) others.push_back(b);
+  }
+  const double mine = BusyNs(key, span);
+  const double median = Median(others);
+  if (mine < 0 || others.empty() || median <= 0) return 0;
+  return mine / median;
+}
+
+void StragglerDetector::Judge(Comm& comm, const std::string& function, std::vector<Finding>& out) {
+  // While a straggler is open, only the window that flagged it can resolve or update it.
+  if (comm.flagged >= 0 && function != comm.flagged_function) return;
+  const std::deque<Judged>& window = comm.windows[function];
+  const int n = static_cast<int>(window.size());
   std::map<int32_t, int> late;
   std::map<int32_t, int64_t> caused;
-  for (const Judged& j : comm.window) {
+  for (const Judged& j : window) {
     if (j.last_rank < 0) continue;
     ++late[j.last_rank];
     caused[j.last_rank] += j.gap_ns;
@@ -154,13 +199,13 @@ void StragglerDetector::Judge(Comm& comm, std::vector<Finding>& out) {
       top_count = count;
     }
   }
-  const int64_t span = comm.window.back().end_ns - comm.window.front().begin_ns;
+  const int64_t span = window.back().end_ns - window.front().begin_ns;
   const auto emit = [&](uint32_t rank, bool active, double score, double wait_fraction,
                         double victim_fraction, int count) {
     Finding f;
     f.kind = IncidentKind::kStraggler;
     f.entity = EntityOf(comm, rank);
-    f.at = absl::FromUnixNanos(comm.window.back().end_ns);
+    f.at = absl::FromUnixNanos(window.back().end_ns);
     f.active = active;
     f.severity = wait_fraction >= 0.2 ? Severity::kCritical : Severity::kWarning;
     f.evidence["score"] = score;
@@ -170,14 +215,14 @@ void StragglerDetector::Judge(Comm& comm, std::vector<Finding>& out) {
     f.evidence["p2p_wait_fraction"] = victim_fraction;
     f.evidence["comm_rank"] = rank;
     std::vector<double> gaps;
-    for (const Judged& j : comm.window) {
+    for (const Judged& j : window) {
       if (j.last_rank == static_cast<int32_t>(rank)) gaps.push_back(j.gap_ns / 1e6);
     }
     f.evidence["margin_ms"] = Median(gaps);
     f.summary = absl::StrFormat(
-        "rank %s of job %s arrived last in %d of the last %d %s collectives, by %.1f ms "
+        "rank %s of job %s arrived last in %d of the last %d %s on %s, by %.1f ms "
         "(median); the others waited %.0f%% of the time",
-        f.entity["rank"], comm.job, count, n, comm.name, f.evidence["margin_ms"],
+        f.entity["rank"], comm.job, count, n, function, comm.name, f.evidence["margin_ms"],
         100 * std::min(1.0, wait_fraction));
     out.push_back(std::move(f));
   };
@@ -195,9 +240,7 @@ void StragglerDetector::Judge(Comm& comm, std::vector<Finding>& out) {
       if (std::abs(score - comm.flagged_score) >= 0.1) {  // an update worth telling
         comm.flagged_score = score;
         const double wf = static_cast<double>(caused[top]) / static_cast<double>(span);
-        emit(comm.flagged, true, score, wf,
-             P2pWaitFraction(comm.workers[top], comm.job, comm.window.front().begin_ns,
-                             comm.window.back().end_ns),
+        emit(comm.flagged, true, score, wf, P2pWaitFraction(comm.workers[top], comm.job, span),
              count);
       }
     }
@@ -207,10 +250,12 @@ void StragglerDetector::Judge(Comm& comm, std::vector<Finding>& out) {
   if (top_count < options_.min_count || top_count < options_.min_last_fraction * n) return;
   const double wait_fraction = static_cast<double>(caused[top]) / static_cast<double>(span);
   if (wait_fraction < options_.min_wait_fraction) return;
-  const double victim = P2pWaitFraction(comm.workers[top], comm.job, comm.window.front().begin_ns,
-                                        comm.window.back().end_ns);
+  const double victim = P2pWaitFraction(comm.workers[top], comm.job, span);
   if (victim >= options_.victim_wait_fraction) return;  // waiting on its pipeline peer: a victim
+  const double busy_ratio = BusyRatio(comm, static_cast<uint32_t>(top), span);
+  if (busy_ratio < options_.min_busy_ratio) return;  // no slower than its peers: structural order
   comm.flagged = top;
+  comm.flagged_function = function;
   ++open_stragglers_[comm.job];
   comm.flagged_score = static_cast<double>(top_count) / n;
   emit(static_cast<uint32_t>(top), true, comm.flagged_score, wait_fraction, victim, top_count);

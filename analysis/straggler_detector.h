@@ -6,14 +6,22 @@
 // how much (the gap to the second-last arrival: from arrival times when every rank's clock is
 // marked synchronised, else from kernel durations, each measured on the rank's own clock).
 //
-// A rank is a straggler when, over the last `window` instances of its communicator,
+// A rank is a straggler when, over the last `window` instances of one function of its
+// communicator (each collective of a step judged on its own: an all-gather right after the
+// optimizer shows nothing, the reduce-scatter after the backward pass shows the late rank),
 //  - it arrived last by a clear margin (gap ≥ max(min_margin, min_margin_ratio × the instance's
 //    own collective time)) in at least `min_last_fraction` of them, and at least `min_count`;
 //  - the time the others spent waiting for it is at least `min_wait_fraction` of the window's
 //    wall time (a rank that is consistently 10 ms late in a 3 s iteration costs nothing);
-//  - and it is not itself waiting on someone else: a rank that spends at least
+//  - it is not itself waiting on someone else: a rank that spends at least
 //    `victim_wait_fraction` of that time blocked in point-to-point transfers (a pipeline stage
-//    waiting on the stage before it) is a victim, not the culprit — the culprit is upstream.
+//    waiting on the stage before it) is a victim, not the culprit — the culprit is upstream;
+//  - and it really is slower than its peers: its busy time (wall time outside every recorded
+//    collective and transfer) is at least `min_busy_ratio` times the median busy time of the
+//    other members of its largest communicator (its data-parallel group). Arrival order alone can
+//    be structural: in a communicator that spans pipeline stages (the embedding all-reduce of the
+//    first and last stage) one side always arrives last, by the pipeline's schedule, on every
+//    data-parallel replica alike.
 // It resolves when it was last by a margin in at most `resolve_fraction` of the last `window`.
 //
 // job_slowdown: per (communicator, function, size class) the collective's own time (the shortest
@@ -45,6 +53,7 @@ struct StragglerOptions {
   double min_margin_ratio = 0.5;    // gap ≥ ratio × the instance's collective time
   double min_wait_fraction = 0.02;  // others' wait ≥ 2 % of the window's wall time
   double victim_wait_fraction = 0.25;
+  double min_busy_ratio = 1.03;
   size_t max_pending_per_comm = 4096;  // instances waiting for their last rank
   absl::Duration pending_timeout = absl::Minutes(5);
 
@@ -101,29 +110,41 @@ class StragglerDetector {
     std::string name;
     uint32_t nranks = 0;
     std::map<std::pair<std::string, uint64_t>, Pending> pending;  // (function, seq)
-    std::deque<Judged> window;
+    std::map<std::string, std::deque<Judged>> windows;  // by function
     std::vector<Worker> workers;  // by comm rank
     int32_t flagged = -1;         // comm rank with an open straggler finding
+    std::string flagged_function; // the function whose window flagged it
     double flagged_score = 0;
     std::map<std::tuple<std::string, int>, SizeClass> sizes;  // (function, log2 bytes)
   };
-  // Point-to-point time of one worker, recent.
-  struct P2pLog {
-    std::deque<std::pair<int64_t, int64_t>> spans;  // (end_ns, duration_ns)
+  // Recent operations of one worker (its own clock), and the communicators it is in.
+  struct OpLog {
+    struct Op {
+      int64_t end_ns;
+      int64_t duration_ns;
+      bool p2p;
+    };
+    std::deque<Op> ops;
+    std::map<std::pair<std::string, uint64_t>, uint32_t> comms;  // (job, comm_id) → nranks
   };
 
   void Complete(Comm& comm, const std::string& function, const Pending& p, std::vector<Finding>& out);
-  void Judge(Comm& comm, std::vector<Finding>& out);
+  void Judge(Comm& comm, const std::string& function, std::vector<Finding>& out);
   void JudgeSlowdown(Comm& comm, const std::string& function, const Pending& p, int64_t base_ns,
                      int64_t end_ns, std::vector<Finding>& out);
-  double P2pWaitFraction(const Worker& w, const std::string& job, int64_t from_ns,
-                         int64_t to_ns) const;
+  // Fraction of the worker's most recent `span_ns` spent in point-to-point operations, and its
+  // busy time (outside any recorded operation) over that span.
+  double P2pWaitFraction(const Worker& w, const std::string& job, int64_t span_ns) const;
+  double BusyNs(const std::string& worker_key, int64_t span_ns) const;
+  // busy(candidate) / median busy of the other members of its largest communicator; 0 if unknown.
+  double BusyRatio(const Comm& comm, uint32_t rank, int64_t span_ns) const;
+  void LogOp(const CollectiveObservation& obs);
   std::map<std::string, std::string> EntityOf(const Comm& comm, uint32_t rank) const;
   static std::string WorkerKey(const std::string& job, const Worker& w);
 
   StragglerOptions options_;
   std::map<std::pair<std::string, uint64_t>, Comm> comms_;  // (job, comm_id)
-  std::map<std::string, P2pLog> p2p_;                        // worker key
+  std::map<std::string, OpLog> ops_;                         // worker key
   std::map<std::string, int> open_stragglers_;               // job → stragglers open in it
   uint64_t completed_ = 0;
   uint64_t expired_ = 0;

@@ -238,12 +238,20 @@ class Importer {
 
   void BuildRecords() {
     // The trace's clock restarts at 0 every step (start_ts is seconds since the step began), and
-    // only some steps were recorded: lay steps out on one time line, `stride` seconds apart.
+    // only some steps were recorded: lay the recorded steps out end to end on one time line,
+    // `stride` seconds apart, in step order (no holes for the steps that were not recorded, so
+    // time fractions over a window of steps mean what they say).
     const double stride = std::max(1.0, std::ceil(max_end_));
+    std::map<int64_t, int64_t> step_index;
+    for (const auto& row : rows_) step_index.emplace(row.step, 0);
+    {
+      int64_t i = 0;
+      for (auto& [step, index] : step_index) index = i++;
+    }
     if (result_.stats.rows > 0) {
       result_.stats.notes.push_back(absl::StrCat(
-          opt_.source_name, ": start_ts restarts at 0 every step; step S is placed at S x ", stride,
-          " s (the longest step, rounded up) on the records' time line"));
+          opt_.source_name, ": start_ts restarts at 0 every step; the k-th recorded step is placed "
+          "at k x ", stride, " s (the longest step, rounded up) on the records' time line"));
     }
     // Communicator membership, from the rows themselves.
     std::map<int64_t, std::set<int64_t>> dp_of_stage;       // stage → dp ranks
@@ -325,7 +333,7 @@ class Importer {
       rec.set_nranks(nranks);
       rec.set_function(function);
       rec.set_seq(seq);
-      const double t0 = static_cast<double>(r.step) * stride + r.start;
+      const double t0 = static_cast<double>(step_index[r.step]) * stride + r.start;
       const int64_t start_ns = static_cast<int64_t>(std::llround(t0 * 1e9));
       rec.set_kernel_start_unix_nanos(start_ns);
       rec.set_kernel_stop_unix_nanos(start_ns +

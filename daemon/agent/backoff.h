@@ -14,7 +14,8 @@ struct BackoffOptions {
   absl::Duration initial = absl::Milliseconds(100);
   absl::Duration max = absl::Seconds(30);
   double multiplier = 1.6;
-  double jitter = 0.2;  // each delay is drawn from [d x (1 - jitter), d x (1 + jitter)], then capped
+  double jitter =
+      0.2;  // each delay is drawn from [d x (1 - jitter), d x (1 + jitter)], then capped
 };
 
 class Backoff {

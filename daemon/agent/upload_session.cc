@@ -1,5 +1,7 @@
 // The stream side of the Uploader: what to write next, the reactions, and opening, watching and
 // ending sessions. The producers, the control thread and Shutdown are in uploader.cc.
+#include "daemon/agent/upload_session.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -7,7 +9,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/agent/upload_session.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/protocol.h"
 
@@ -140,7 +141,7 @@ void Uploader::OnWriteDone(Session* s, bool ok) {
     s->writing_ = false;
     const size_t kind = s->in_flight_kind_;
     if (ok && kind < kSentKinds) {
-      const v1::AgentMessage* m = kind == kSentHello         ? &s->hello_
+      const v1::AgentMessage* m = kind == kSentHello        ? &s->hello_
                                   : kind == kSentSeriesDefs ? &s->defs_msg_
                                                             : s->in_flight_.get();
       ++stats_.sent[kind];
@@ -182,20 +183,20 @@ void Uploader::HandleHelloAckLocked(Session* s, const v1::HelloAck& ack) {
   if (v < kMinProtocolVersion || v > kProtocolVersion) {
     s->cancelled_ = true;
     s->end_reason_ = "version_mismatch";
-    s->end_detail_ = absl::StrCat("the aggregator (", ack.aggregator_version(),
-                                  ") chose protocol version ", v, " but this agent speaks ",
-                                  kMinProtocolVersion, "..", kProtocolVersion,
-                                  ": upgrade the older side; retrying");
+    s->end_detail_ =
+        absl::StrCat("the aggregator (", ack.aggregator_version(), ") chose protocol version ", v,
+                     " but this agent speaks ", kMinProtocolVersion, "..", kProtocolVersion,
+                     ": upgrade the older side; retrying");
     return;
   }
   if (ack.acked_seq() + 1 < s->hello_.hello().resend_from_seq()) {
     // The aggregator should have closed the gap below resend_from_seq; if it did not, its acks
     // will stall and the ack watchdog will keep restarting the session.
-    LogLimitedLocked("hello_ack_below_resend",
-                     absl::StrCat("upload to ", options_.target, ": HelloAck acked seq ",
-                                  ack.acked_seq(), " below this agent's resend_from_seq ",
-                                  s->hello_.hello().resend_from_seq(),
-                                  " (the aggregator ignores resend_from_seq?)"));
+    LogLimitedLocked(
+        "hello_ack_below_resend",
+        absl::StrCat("upload to ", options_.target, ": HelloAck acked seq ", ack.acked_seq(),
+                     " below this agent's resend_from_seq ", s->hello_.hello().resend_from_seq(),
+                     " (the aggregator ignores resend_from_seq?)"));
   }
   HandleAckLocked(s, ack.acked_seq());
   const absl::Time now = absl::Now();
@@ -208,14 +209,17 @@ void Uploader::HandleHelloAckLocked(Session* s, const v1::HelloAck& ack) {
   s->cursor_ = 0;
   ++stats_.sessions;
   stats_.connected = true;
-  LogLimitedLocked(
-      "connected",
-      absl::StrCat("connected to ", options_.target, " (aggregator ", ack.aggregator_version(),
-                   ", protocol ", v, ", session ", s->number_, "): acked through seq ",
-                   ack.acked_seq(), ", ", buffer_.messages(), " messages to send",
-                   buffer_.resend_from_seq() <= buffer_.last_assigned_seq()
-                       ? absl::StrCat(" (resending from seq ", buffer_.resend_from_seq(), ")")
-                       : ""));
+  if (LogLimitedLocked(
+          "connected",
+          absl::StrCat("connected to ", options_.target, " (aggregator ", ack.aggregator_version(),
+                       ", protocol ", v, ", session ", s->number_, "): acked through seq ",
+                       ack.acked_seq(), ", ", buffer_.messages(), " messages to send",
+                       buffer_.resend_from_seq() <= buffer_.last_assigned_seq()
+                           ? absl::StrCat(" (resending from seq ", buffer_.resend_from_seq(), ")")
+                           : ""),
+          logged_state_ == LoggedState::kDown)) {
+    logged_state_ = LoggedState::kUp;
+  }
 }
 
 void Uploader::OnReadDone(Session* s, bool ok) {
@@ -317,10 +321,14 @@ void Uploader::EndSessionLocked(absl::Time now) {
   if (s->ready_ && now - s->ready_at_ >= options_.backoff_reset_after) backoff_.Reset();
   const absl::Duration delay = backoff_.Next();
   next_attempt_ = now + delay;
-  LogLimitedLocked(absl::StrCat(reason, ":", detail),
-                   absl::StrCat("upload to ", options_.target, ": session ", s->number_,
-                                " ended: ", detail, " [", reason, "]; next attempt in ",
-                                absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1)))));
+  if (LogLimitedLocked(
+          absl::StrCat(reason, ":", detail),
+          absl::StrCat("upload to ", options_.target, ": session ", s->number_, " ended: ", detail,
+                       " [", reason, "]; next attempt in ",
+                       absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1)))),
+          logged_state_ == LoggedState::kUp)) {
+    logged_state_ = LoggedState::kDown;
+  }
   session_.reset();  // OnDone has run: nothing touches the reactor any more
 }
 
@@ -329,7 +337,8 @@ grpc::ClientContext* Uploader::CheckTimersLocked(absl::Time now) {
   if (s == nullptr || s->done_ || s->cancelled_ || s->closing_) return nullptr;
   if (!s->ready_ && now - s->started_ > options_.hello_timeout) {
     s->end_reason_ = "hello_timeout";
-    s->end_detail_ = absl::StrCat("no HelloAck within ", absl::FormatDuration(options_.hello_timeout));
+    s->end_detail_ =
+        absl::StrCat("no HelloAck within ", absl::FormatDuration(options_.hello_timeout));
   } else if (s->writing_ && now - s->write_started_ > options_.write_timeout) {
     s->end_reason_ = "write_timeout";
     s->end_detail_ = absl::StrCat("a write did not complete within ",
@@ -338,9 +347,9 @@ grpc::ClientContext* Uploader::CheckTimersLocked(absl::Time now) {
   } else if (s->ready_ && buffer_.resend_from_seq() <= buffer_.last_assigned_seq() &&
              now - s->last_ack_progress_ > options_.ack_timeout) {
     s->end_reason_ = "ack_timeout";
-    s->end_detail_ = absl::StrCat("no ack progress within ",
-                                  absl::FormatDuration(options_.ack_timeout), " (acked seq ",
-                                  stats_.acked_seq, ", sent ", buffer_.last_assigned_seq(), ")");
+    s->end_detail_ =
+        absl::StrCat("no ack progress within ", absl::FormatDuration(options_.ack_timeout),
+                     " (acked seq ", stats_.acked_seq, ", sent ", buffer_.last_assigned_seq(), ")");
   } else {
     return nullptr;
   }

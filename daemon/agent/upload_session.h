@@ -37,15 +37,15 @@ class Uploader::Session final
   v1::AggregatorMessage in_;  // only touched by the read flow
   v1::AgentMessage hello_;    // written once before StartCall
 
-  bool writing_ = false;       // a write (or writes-done) is in flight
-  bool closing_ = false;       // the read flow ended: the call is over
+  bool writing_ = false;  // a write (or writes-done) is in flight
+  bool closing_ = false;  // the read flow ended: the call is over
   bool hold_removed_ = false;
-  bool ready_ = false;         // HelloAck accepted
+  bool ready_ = false;  // HelloAck accepted
   bool writes_done_ = false;
-  bool cancelled_ = false;     // we cancelled it (a watchdog, a refusal)
-  bool done_ = false;          // OnDone ran
+  bool cancelled_ = false;  // we cancelled it (a watchdog, a refusal)
+  bool done_ = false;       // OnDone ran
   grpc::Status status_;
-  std::string end_reason_;     // ours: version_mismatch, write_timeout, ...; empty: from status_
+  std::string end_reason_;  // ours: version_mismatch, write_timeout, ...; empty: from status_
   std::string end_detail_;
 
   absl::Time started_;
@@ -60,9 +60,9 @@ class Uploader::Session final
   size_t in_flight_kind_ = kNoKind;
   bool in_flight_resend_ = false;
 
-  uint64_t acked_ = 0;             // highest seq acked in this session
-  uint64_t cursor_ = 0;            // order of the last buffered entry written this session
-  std::vector<bool> defined_;      // ids defined in this session
+  uint64_t acked_ = 0;         // highest seq acked in this session
+  uint64_t cursor_ = 0;        // order of the last buffered entry written this session
+  std::vector<bool> defined_;  // ids defined in this session
   std::vector<uint32_t> pending_defs_;
   size_t pending_pos_ = 0;
 };

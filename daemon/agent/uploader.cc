@@ -157,7 +157,8 @@ void Uploader::EnqueueCollectives(v1::CollectiveBatch batch) {
         v1::CollectiveBatch* part = msg.mutable_collectives();
         if (start == 0) *part->mutable_dropped_by_job() = batch.dropped_by_job();
         const int end = std::min(batch.records_size(), start + static_cast<int>(max));
-        for (int i = start; i < end; ++i) *part->add_records() = std::move(*batch.mutable_records(i));
+        for (int i = start; i < end; ++i)
+          *part->add_records() = std::move(*batch.mutable_records(i));
         PushLocked(UploadType::kCollectives, std::move(msg), end - start);
       }
     }
@@ -197,8 +198,8 @@ bool Uploader::PollLinksLocked() {
 }
 
 absl::Time Uploader::NextWakeLocked(absl::Time now) const {
-  absl::Duration tick = std::min({options_.hello_timeout, options_.write_timeout,
-                                  options_.ack_timeout}) / 2;
+  absl::Duration tick =
+      std::min({options_.hello_timeout, options_.write_timeout, options_.ack_timeout}) / 2;
   absl::Time wake = now + std::max(tick, absl::Milliseconds(1));
   if (!session_) wake = std::min(wake, next_attempt_);
   if (links_ != nullptr) wake = std::min(wake, next_link_poll_);
@@ -278,23 +279,22 @@ bool Uploader::Shutdown(absl::Duration flush_timeout) {
   stats_.connected = false;
   shut_down_ = true;
   if (!buffer_.empty()) {
-    options_.log(absl::StrCat("upload to ", options_.target, ": stopped with ",
-                              buffer_.messages(), " unacknowledged messages (", buffer_.bytes(),
-                              " bytes)"));
+    options_.log(absl::StrCat("upload to ", options_.target, ": stopped with ", buffer_.messages(),
+                              " unacknowledged messages (", buffer_.bytes(), " bytes)"));
   }
   return buffer_.empty();
 }
 
 // ---- logging and stats ----
 
-void Uploader::LogLimitedLocked(const std::string& key, const std::string& message) {
+bool Uploader::LogLimitedLocked(const std::string& key, const std::string& message, bool force) {
   const absl::Time now = absl::Now();
   if (log_state_.size() > 64 && !log_state_.count(key)) log_state_.clear();
   auto [it, inserted] = log_state_.try_emplace(key);
   LogState& st = it->second;
-  if (!inserted && now - st.last < options_.error_log_period) {
+  if (!force && !inserted && now - st.last < options_.error_log_period) {
     ++st.suppressed;
-    return;
+    return false;
   }
   std::string line = message;
   if (st.suppressed > 0) {
@@ -304,12 +304,14 @@ void Uploader::LogLimitedLocked(const std::string& key, const std::string& messa
   st.last = now;
   st.suppressed = 0;
   options_.log(line);
+  return true;
 }
 
 UploaderStats Uploader::Stats() const {
   absl::MutexLock l(&mu_);
   UploaderStats s = stats_;
-  for (size_t t = 0; t < kUploadTypes; ++t) s.dropped[t] = buffer_.dropped(static_cast<UploadType>(t));
+  for (size_t t = 0; t < kUploadTypes; ++t)
+    s.dropped[t] = buffer_.dropped(static_cast<UploadType>(t));
   s.acked_seq = stats_.acked_seq;
   s.last_seq = buffer_.last_assigned_seq();
   s.buffer_bytes = buffer_.bytes();

@@ -78,29 +78,30 @@ struct UploaderOptions {
 
 // Message kinds counted on the wire: the sequenced ones (UploadType) plus hello and series_defs.
 inline constexpr size_t kSentKinds = kUploadTypes + 2;
-absl::string_view SentKindName(size_t kind);  // samples, collectives, link_events, hello, series_defs
+absl::string_view SentKindName(
+    size_t kind);  // samples, collectives, link_events, hello, series_defs
 
 struct UploaderStats {
   struct Error {
     uint64_t count = 0;
     absl::Time last;
   };
-  bool connected = false;       // a session has completed its handshake and is open
-  uint64_t attempts = 0;        // stream sessions opened
-  uint64_t reconnects = 0;      // sessions opened after the first
-  uint64_t sessions = 0;        // handshakes completed
-  std::array<uint64_t, kSentKinds> sent{};       // messages written (resends included)
-  std::array<uint64_t, kUploadTypes> resent{};   // of which resends after a reconnect
+  bool connected = false;                       // a session has completed its handshake and is open
+  uint64_t attempts = 0;                        // stream sessions opened
+  uint64_t reconnects = 0;                      // sessions opened after the first
+  uint64_t sessions = 0;                        // handshakes completed
+  std::array<uint64_t, kSentKinds> sent{};      // messages written (resends included)
+  std::array<uint64_t, kUploadTypes> resent{};  // of which resends after a reconnect
   std::array<uint64_t, kUploadTypes> enqueued{};
   std::array<UploadBuffer::Drops, kUploadTypes> dropped{};
-  uint64_t bytes_sent = 0;      // encoded message bytes
-  uint64_t acked_seq = 0;       // highest seq the aggregator acknowledged
-  uint64_t last_seq = 0;        // highest seq assigned (sent at least once)
+  uint64_t bytes_sent = 0;  // encoded message bytes
+  uint64_t acked_seq = 0;   // highest seq the aggregator acknowledged
+  uint64_t last_seq = 0;    // highest seq assigned (sent at least once)
   size_t buffer_bytes = 0;
   size_t buffer_messages = 0;
   size_t buffer_capacity = 0;
-  uint64_t link_events_missed = 0;  // pushed out of the LinkEventLog before forwarded
-  uint32_t series = 0;          // ids assigned
+  uint64_t link_events_missed = 0;      // pushed out of the LinkEventLog before forwarded
+  uint32_t series = 0;                  // ids assigned
   std::map<std::string, Error> errors;  // why sessions ended, by bounded reason
 };
 
@@ -160,7 +161,9 @@ class Uploader {
   bool PollLinksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(UploadType type, v1::AgentMessage msg, size_t records)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LogLimitedLocked(const std::string& key, const std::string& message)
+  // Logs `message` unless the same `key` was logged within error_log_period (then counts it);
+  // `force` logs regardless. True if logged.
+  bool LogLimitedLocked(const std::string& key, const std::string& message, bool force = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   bool ControlShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,6 +189,11 @@ class Uploader {
   bool want_writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool warned_ack_beyond_ ABSL_GUARDED_BY(mu_) = false;
+  // What the last logged connect/session-end line told the operator. A change of state is
+  // always logged, so the log never ends on a state that is no longer true; repeats of the same
+  // state and reason are rate-limited.
+  enum class LoggedState { kNone, kUp, kDown };
+  LoggedState logged_state_ ABSL_GUARDED_BY(mu_) = LoggedState::kNone;
   UploaderStats stats_ ABSL_GUARDED_BY(mu_);
   struct LogState {
     absl::Time last;

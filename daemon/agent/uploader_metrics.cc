@@ -18,8 +18,7 @@ class Families {
  public:
   explicit Families(const std::string& node) : node_(node) {}
 
-  void Add(absl::string_view name, double value,
-           std::vector<ClientMetric::Label> extra = {}) {
+  void Add(absl::string_view name, double value, std::vector<ClientMetric::Label> extra = {}) {
     const MetricSpec& spec = AgentFamily(name);
     MetricFamily* f = nullptr;
     for (MetricFamily& existing : out_) {
@@ -70,8 +69,7 @@ std::vector<prometheus::MetricFamily> UploaderStatsToFamilies(const UploaderStat
     f.Add("ringside_agent_upload_messages_resent_total", D(s.resent[t]), {{"type", type}});
     f.Add("ringside_agent_upload_messages_enqueued_total", D(s.enqueued[t]), {{"type", type}});
     f.Add("ringside_agent_upload_dropped_total", D(s.dropped[t].messages), {{"type", type}});
-    f.Add("ringside_agent_upload_dropped_records_total", D(s.dropped[t].records),
-          {{"type", type}});
+    f.Add("ringside_agent_upload_dropped_records_total", D(s.dropped[t].records), {{"type", type}});
   }
   f.Add("ringside_agent_upload_sent_bytes_total", D(s.bytes_sent));
   f.Add("ringside_agent_upload_acked_seq", D(s.acked_seq));

@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   io.log = o.log;
   a->core_ = std::make_unique<IngestCore>(io, a->stats_.get());
   IngestCore* core = a->core_.get();
+  core->SetObserver(o.observer);
 
   if (!o.state_dir.empty()) {
     JournalOptions jo = o.journal;

@@ -63,6 +63,9 @@ struct AggregatorOptions {
   std::string state_dir;
   JournalOptions journal;  // dir, watermarks and log are filled in by Start()
   absl::Duration housekeeping_interval = absl::Milliseconds(500);
+  // Sees every accepted sample, collective batch and link-event batch (the analysis host); may be
+  // null. Must outlive the aggregator.
+  IngestObserver* observer = nullptr;
   std::function<absl::Time()> now = absl::Now;
   std::function<void(const std::string&)> log;  // default: LogLine to stderr
   std::string version = "dev";

@@ -325,8 +325,12 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
       uint32_t first_undefined = 0;
       std::array<uint64_t, kStepKinds> steps{};
       analysis::StepResult r;
+      thread_local std::vector<analysis::ObservedSample> observed;
+      observed.clear();
+      analysis::ObservedSample detail;
+      analysis::ObservedSample* want = observer_ != nullptr ? &detail : nullptr;
       for (int i = 0; i < b.ids_size(); ++i) {
-        if (!n.series->TryObserve(b.ids(i), b.values(i), t, &r)) {
+        if (!n.series->TryObserve(b.ids(i), b.values(i), t, &r, want)) {
           if (undefined++ == 0) first_undefined = b.ids(i);
           continue;
         }
@@ -336,7 +340,9 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
         }
         ++accepted;
         ++steps[std::min(static_cast<size_t>(r.kind), kStepIndexMax)];
+        if (want != nullptr) observed.push_back(detail);
       }
+      if (observer_ != nullptr && !observed.empty()) observer_->OnSamples(n.name, observed);
       IngestStats::Add(stats_->samples, accepted);
       for (size_t k = 0; k < kStepKinds; ++k) {
         if (steps[k] != 0) IngestStats::Add(stats_->steps[k], steps[k]);
@@ -385,12 +391,18 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
         for (const auto& [job, count] : m.collectives().dropped_by_job()) dropped += count;
         IngestStats::Add(stats_->collective_records, m.collectives().records_size());
         if (dropped != 0) IngestStats::Add(stats_->plugin_dropped_records, dropped);
+        if (observer_ != nullptr) {
+          observer_->OnCollectives(n.name, agent_epoch, m.seq(), now, m.collectives());
+        }
       } else {
         for (const v1::LinkEvent& ev : m.link_events().events()) {
           PushBounded(n.links, ReceivedLinkEvent{now, agent_epoch, m.seq(), ev},
                       options_.windows.link_events_per_node);
         }
         IngestStats::Add(stats_->link_events, m.link_events().events_size());
+        if (observer_ != nullptr) {
+          observer_->OnLinkEvents(n.name, agent_epoch, m.seq(), now, m.link_events());
+        }
       }
       break;
     }

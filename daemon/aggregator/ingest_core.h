@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "analysis/series_state.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
@@ -99,6 +100,22 @@ struct IngestTotals {
   size_t active_sessions = 0;  // nodes with a session
 };
 
+// What ingest takes in, for the analysis host (the detectors): called on the ingest threads, in
+// order per node, with the node's lock held — so be quick and never block (copy into a queue the
+// analysis thread drains). Each message is seen once (duplicates are not); payloads are seen when
+// they are taken in (with a journal: queued, not yet durable), and journal replay at start is not
+// seen (IngestCore::RecentCollectives has it). Views are valid only during the call.
+class IngestObserver {
+ public:
+  virtual ~IngestObserver() = default;
+  // The accepted samples of one SampleBatch (undefined ids and out-of-order samples left out).
+  virtual void OnSamples(absl::string_view node, absl::Span<const analysis::ObservedSample> samples) {}
+  virtual void OnCollectives(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
+                             absl::Time received, const v1::CollectiveBatch& batch) {}
+  virtual void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
+                            absl::Time received, const v1::LinkEvents& events) {}
+};
+
 // The stream session as the core sees it (implemented by the gRPC reactor).
 class SessionLink {
  public:
@@ -125,6 +142,8 @@ class IngestCore {
 
   // With a journal, payloads are durable before they are acknowledged. Set before any session.
   void SetJournal(Journal* journal) { journal_ = journal; }
+  // Set before any session; must outlive the core's sessions.
+  void SetObserver(IngestObserver* observer) { observer_ = observer; }
 
   // Journal replay at startup.
   void RestoreEntry(const JournalEntry& entry);
@@ -172,6 +191,7 @@ class IngestCore {
   const IngestOptions options_;
   IngestStats* const stats_;
   Journal* journal_ = nullptr;
+  IngestObserver* observer_ = nullptr;
   analysis::SeriesStore store_;
   const absl::Time started_;
 

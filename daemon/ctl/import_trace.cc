@@ -8,6 +8,7 @@
 #include "analysis/import/flight_recorder_importer.h"
 #include "analysis/import/record_summary.h"
 #include "analysis/import/straggler_analysis_importer.h"
+#include "daemon/ctl/analyze_trace.h"
 #include "daemon/ctl/args.h"
 #include "daemon/ctl/file_source.h"
 #include "daemon/ctl/record_output.h"
@@ -31,7 +32,9 @@ const std::vector<FlagSpec>& Specs() {
        "flight-recorder, one FILE: its global rank (else the dump's rank, else the file name's "
        "trailing digits)",
        ""},
-      {"analyze", "", false, "", "run the detectors over the trace (not yet implemented: issue #6)",
+      {"analyze", "", false, "",
+       "run the straggler and job_slowdown detectors over the trace on its own clock and print "
+       "the incidents (-o json: a JSON array; else a table); implies --include-p2p",
        ""},
   };
   return *specs;
@@ -68,9 +71,7 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
     ctx.out << kUsage << FlagsHelp(Specs());
     return kExitOk;
   }
-  if (parsed->Flag("analyze")) {
-    return Fail(ctx, "--analyze: not yet implemented (issue #6)");
-  }
+  const bool analyze = parsed->Flag("analyze");
   const std::string format = parsed->Get("format");
   const std::string output = parsed->Get("output", "summary");
   if (format != "straggler-analysis" && format != "flight-recorder") {
@@ -110,7 +111,7 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
       opt.job_id = parsed->Get("job-id");
       if (opt.job_id.empty() && parsed->positional[i] == "-") opt.job_id = "stdin";
       opt.skip_malformed = parsed->Flag("skip-malformed");
-      opt.include_p2p = parsed->Flag("include-p2p");
+      opt.include_p2p = parsed->Flag("include-p2p") || analyze;
       absl::StatusOr<analysis::ImportResult> r = analysis::ImportStragglerAnalysis(*files[i], opt);
       if (!r.ok()) return Fail(ctx, std::string(r.status().message()));
       analysis::MergeStats(all.stats, r->stats);
@@ -121,7 +122,7 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
     analysis::FlightRecorderOptions opt;
     if (parsed->Has("job-id")) opt.job_id = parsed->Get("job-id");
     opt.skip_malformed = parsed->Flag("skip-malformed");
-    opt.include_p2p = parsed->Flag("include-p2p");
+    opt.include_p2p = parsed->Flag("include-p2p") || analyze;
     std::vector<analysis::FlightRecorderDump> dumps;
     for (size_t i = 0; i < files.size(); ++i) {
       dumps.push_back(
@@ -132,7 +133,14 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
     all = std::move(*r);
   }
 
-  if (output == "json") {
+  if (analyze) {
+    std::vector<TraceIncident> incidents = AnalyzeRecords(all);
+    if (output == "json") {
+      WriteIncidentsJson(incidents, ctx.out);
+    } else {
+      WriteIncidentsTable(incidents, ctx.out);
+    }
+  } else if (output == "json") {
     WriteJsonLines(all.records, ctx.out);
   } else if (output == "csv") {
     WriteCsv(all.records, ctx.out);

@@ -619,6 +619,66 @@ TEST_F(IngestServiceTest, HttpServesHealthMetricsAndSeriesJson) {
   EXPECT_EQ(prom.Find("ringside_aggregator_sessions_active")[0].value, 1);
 }
 
+// Records what the analysis host would see.
+class RecordingObserver final : public IngestObserver {
+ public:
+  struct Sample {
+    std::string node, counter;
+    analysis::StepKind kind;
+    uint64_t delta;
+    int64_t interval_ns;
+  };
+  void OnSamples(absl::string_view node,
+                 absl::Span<const analysis::ObservedSample> samples) override {
+    absl::MutexLock l(&mu);
+    for (const auto& s : samples) {
+      this->samples.push_back(Sample{std::string(node), std::string(s.counter), s.step.kind,
+                                     s.step.delta, s.time_ns - s.prev_time_ns});
+    }
+  }
+  void OnCollectives(absl::string_view node, uint64_t, uint64_t, absl::Time,
+                     const v1::CollectiveBatch& batch) override {
+    absl::MutexLock l(&mu);
+    collectives += batch.records_size();
+  }
+  void OnLinkEvents(absl::string_view node, uint64_t, uint64_t, absl::Time,
+                    const v1::LinkEvents& events) override {
+    absl::MutexLock l(&mu);
+    link_events += events.events_size();
+  }
+  absl::Mutex mu;
+  std::vector<Sample> samples;
+  int collectives = 0;
+  int link_events = 0;
+};
+
+TEST_F(IngestServiceTest, ObserverSeesEachAcceptedSampleAndPayloadOnce) {
+  RecordingObserver observer;
+  AggregatorOptions o = Options();
+  o.observer = &observer;
+  Start(o);
+  RawAgent agent(port());
+  Hello(agent, "n", 1);
+  ASSERT_TRUE(agent.Send(DefsMsg({CounterDef(1, "link_downed", 8)})));
+  ASSERT_TRUE(agent.Send(SamplesMsg(1, kT0, {{1, 250}, {7, 1}})));
+  ASSERT_TRUE(agent.Send(SamplesMsg(2, kT0 + 2 * kSecond, {{1, 4}})));
+  ASSERT_TRUE(agent.Send(CollectivesMsg(3, 1, 5)));
+  ASSERT_TRUE(agent.Send(LinkEventsMsg(4, 2)));
+  ASSERT_TRUE(agent.Send(CollectivesMsg(3, 1, 5)));  // a duplicate: not seen again
+  ASSERT_TRUE(agent.WaitAck(4));
+  agg_->Shutdown();
+  absl::MutexLock l(&observer.mu);
+  ASSERT_EQ(observer.samples.size(), 2u);  // the undefined id 7 is left out
+  EXPECT_EQ(observer.samples[0].kind, analysis::StepKind::kBaseline);
+  EXPECT_EQ(observer.samples[1].node, "n");
+  EXPECT_EQ(observer.samples[1].counter, "link_downed");
+  EXPECT_EQ(observer.samples[1].kind, analysis::StepKind::kWrap);
+  EXPECT_EQ(observer.samples[1].delta, 10u);
+  EXPECT_EQ(observer.samples[1].interval_ns, 2 * kSecond);
+  EXPECT_EQ(observer.collectives, 5);
+  EXPECT_EQ(observer.link_events, 2);
+}
+
 TEST_F(IngestServiceTest, MemoryOnlyModeSaysSo) {
   Start(Options());
   EXPECT_EQ(agg_->journal(), nullptr);

@@ -373,7 +373,9 @@ TEST_F(NcclPluginTest, WithNoAgentAMillionCollectivesNeverBlockAndTheDropCountIs
   for (const auto& r : got) seqs.push_back(r.seq());
   std::sort(seqs.begin(), seqs.end());
   for (int i = 0; i < kRing; ++i) ASSERT_EQ(seqs[i], static_cast<uint64_t>(i));
-  if (got.size() == kRing + 1) EXPECT_EQ(seqs[kRing], static_cast<uint64_t>(kMillion));
+  if (got.size() == kRing + 1) {
+    EXPECT_EQ(seqs[kRing], static_cast<uint64_t>(kMillion));
+  }
   const uint64_t dropped = kMillion + 1 - got.size();
   std::printf("delivered %zu, dropped %llu (of %d)\n", got.size(),
               static_cast<unsigned long long>(dropped), kMillion + 1);
@@ -428,7 +430,9 @@ TEST_F(NcclPluginTest, AnAgentRestartIsFollowed) {
   // connects to the new one.
   listener_.reset();
   Received after;
-  auto l = CollectiveListener::Start({.socket_path = SocketPath()}, after.Sink());
+  CollectiveListenerOptions o;
+  o.socket_path = SocketPath();
+  auto l = CollectiveListener::Start(o, after.Sink());
   ASSERT_TRUE(l.ok()) << l.status();
   std::ofstream(go) << "go";
   ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();

@@ -24,7 +24,7 @@ namespace ringside::testing {
 struct FakeAggregatorBehavior {
   uint32_t protocol_version = 1;  // HelloAck.protocol_version
   bool send_hello_ack = true;
-  bool ack = true;                // send an Ack after every sequenced message
+  bool ack = true;  // send an Ack after every sequenced message
   // Not OK: end every session with this status right after reading its Hello.
   grpc::StatusCode refuse_code = grpc::StatusCode::OK;
   std::string refuse_message;

@@ -265,9 +265,9 @@ TEST_F(UploaderTest, DefinesNewSeriesBeforeFirstUseAndAllAgainInEachSession) {
   ASSERT_TRUE(s2[1].has_series_defs());
   std::set<uint32_t> redefined;
   for (const v1::SeriesDef& d : s2[1].series_defs().defs()) redefined.insert(d.id());
-  EXPECT_EQ(redefined, (std::set<uint32_t>{id_of["mlx5_0/port_rcv_data"],
-                                           id_of["mlx5_0/port_xmit_data"],
-                                           id_of["mlx5_2/port_rcv_data"]}));
+  EXPECT_EQ(redefined,
+            (std::set<uint32_t>{id_of["mlx5_0/port_rcv_data"], id_of["mlx5_0/port_xmit_data"],
+                                id_of["mlx5_2/port_rcv_data"]}));
   EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
 }
 
@@ -352,6 +352,9 @@ TEST_F(UploaderTest, ResendsNothingTheAggregatorAlreadyAcknowledgedInItsHelloAck
   std::vector<v1::Hello> hellos = fake_.hellos();
   ASSERT_EQ(hellos.size(), 2u);
   EXPECT_EQ(hellos[1].resend_from_seq(), 5u);
+  // The log tells the whole story: up, down, up again (a change of state is never rate-limited).
+  EXPECT_EQ(logs_.Count("connected to"), 2) << logs_.All();
+  EXPECT_GE(logs_.Count("session 1 ended"), 1) << logs_.All();
   EXPECT_EQ(fake_.duplicates(), 0u);
   EXPECT_EQ(up->Stats().resent[static_cast<size_t>(UploadType::kCollectives)], 0u);
   EXPECT_EQ(fake_.accepted().size(), 5u);
@@ -370,8 +373,8 @@ TEST_F(UploaderTest, FullBufferDropsSampleBatchesFirstAndExportsTheCounts) {
   for (int i = 0; i < 2000; ++i) defs.push_back(Counter("mlx5_0", absl::StrCat("c", i)));
   Table t = MakeTable(defs);
   for (int i = 0; i < 40; ++i) up->OnSnapshot(Snap(t, 1000000 * i, i));
-  ASSERT_TRUE(FakeAggregator::WaitFor(
-      [&] { return up->Stats().errors["unavailable"].count >= 1; }, kWait));
+  ASSERT_TRUE(
+      FakeAggregator::WaitFor([&] { return up->Stats().errors["unavailable"].count >= 1; }, kWait));
   UploaderStats st = up->Stats();
   EXPECT_GT(st.dropped[static_cast<size_t>(UploadType::kSamples)].messages, 0u);
   EXPECT_EQ(st.dropped[static_cast<size_t>(UploadType::kSamples)].records,
@@ -390,8 +393,9 @@ TEST_F(UploaderTest, FullBufferDropsSampleBatchesFirstAndExportsTheCounts) {
   auto dropped = text.Find("ringside_agent_upload_dropped_total", {{"type", "samples"}});
   ASSERT_EQ(dropped.size(), 1u);
   EXPECT_EQ(dropped[0].labels["node"], "node-1");
-  EXPECT_DOUBLE_EQ(dropped[0].value,
-                   static_cast<double>(st.dropped[static_cast<size_t>(UploadType::kSamples)].messages));
+  EXPECT_DOUBLE_EQ(
+      dropped[0].value,
+      static_cast<double>(st.dropped[static_cast<size_t>(UploadType::kSamples)].messages));
   EXPECT_EQ(text.types["ringside_agent_upload_dropped_total"], "counter");
   auto kept = text.Find("ringside_agent_upload_dropped_total", {{"type", "collectives"}});
   ASSERT_EQ(kept.size(), 1u);
@@ -399,8 +403,8 @@ TEST_F(UploaderTest, FullBufferDropsSampleBatchesFirstAndExportsTheCounts) {
   auto connected = text.Find("ringside_agent_upload_connected");
   ASSERT_EQ(connected.size(), 1u);
   EXPECT_EQ(connected[0].value, 0);
-  EXPECT_FALSE(text.Find("ringside_agent_upload_session_ends_total", {{"reason", "unavailable"}})
-                   .empty());
+  EXPECT_FALSE(
+      text.Find("ringside_agent_upload_session_ends_total", {{"reason", "unavailable"}}).empty());
 
   // The aggregator comes up: all collective records arrive, and the samples that were kept.
   fake_.Start();
@@ -427,7 +431,7 @@ TEST_F(UploaderTest, ReconnectBackoffGrowsAndStaysBounded) {
   std::vector<absl::Time> t = fake_.hello_times();
   for (size_t i = 1; i < t.size(); ++i) {
     const absl::Duration gap = t[i] - t[i - 1];
-    EXPECT_GE(gap, absl::Milliseconds(15)) << i;  // at least initial x (1 - jitter)
+    EXPECT_GE(gap, absl::Milliseconds(15)) << i;        // at least initial x (1 - jitter)
     EXPECT_LE(gap, absl::Milliseconds(80 + 150)) << i;  // at most max, plus scheduling slack
   }
   // Once grown, every gap is near the max, never below max x (1 - jitter).
@@ -514,8 +518,7 @@ TEST_F(UploaderTest, RefusalStatusesAreLoggedOnceEachAndRetried) {
   const size_t seen = fake_.hellos().size();
   ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hellos().size() >= seen + 4; }, kWait));
   EXPECT_EQ(logs_.Count("FAILED_PRECONDITION: node limit reached (4096 nodes)"), 1) << logs_.All();
-  EXPECT_EQ(logs_.Count("PERMISSION_DENIED: certificate is not for node node-1"), 1)
-      << logs_.All();
+  EXPECT_EQ(logs_.Count("PERMISSION_DENIED: certificate is not for node node-1"), 1) << logs_.All();
   EXPECT_EQ(logs_.Count("--node-name"), 1);
   UploaderStats st = up->Stats();
   EXPECT_GE(st.errors["failed_precondition"].count, 3u);
