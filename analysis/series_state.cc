@@ -202,6 +202,8 @@ NodeSeries::Info NodeSeries::MakeInfo(const SeriesDefinition& def) {
   info.unit = pool_->Acquire(def.unit);
   info.id = def.id;
   info.priority = def.priority;
+  info.first_raw = 0;
+  info.first_time_ns = 0;
   return info;
 }
 
@@ -231,9 +233,9 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
   const int64_t at = IndexOf(def.id);
   if (at < 0) {
     if (states_.size() >= limits_.max_series_per_node) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("series limit reached: ", states_.size(), " series defined, at most ",
-                       limits_.max_series_per_node, " per node"));
+      return absl::ResourceExhaustedError(absl::StrCat("series limit reached: ", states_.size(),
+                                                       " series defined, at most ",
+                                                       limits_.max_series_per_node, " per node"));
     }
     SeriesState state;
     ResetSeriesState(state, def.kind, width, def.saturates);
@@ -262,6 +264,8 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
   }
   if (state.kind != def.kind) {
     ResetSeriesState(state, def.kind, width, def.saturates);
+    info.first_raw = 0;
+    info.first_time_ns = 0;
   } else {
     state.width = (width == 0 || width > 64) ? 64 : width;
     state.flags = static_cast<uint8_t>((state.flags & ~SeriesState::kSaturates) |
@@ -270,10 +274,22 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
   return DefineResult::kUpdated;
 }
 
+void NodeSeries::Take(size_t at, uint64_t raw, int64_t time_ns, StepResult* result) {
+  SeriesState& state = states_[at];
+  const bool first = !state.has_value();
+  *result = ObserveSample(state, raw, time_ns);
+  if (first && state.has_value()) {
+    infos_[at].first_raw = raw;
+    infos_[at].first_time_ns = time_ns;
+  }
+}
+
 absl::StatusOr<StepResult> NodeSeries::Observe(uint32_t id, uint64_t raw, int64_t time_ns) {
   const int64_t at = IndexOf(id);
   if (at < 0) return absl::NotFoundError(absl::StrCat("series id ", id, " was never defined"));
-  return ObserveSample(states_[at], raw, time_ns);
+  StepResult r;
+  Take(static_cast<size_t>(at), raw, time_ns, &r);
+  return r;
 }
 
 bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResult* result,
@@ -282,7 +298,7 @@ bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResu
   if (at < 0) return false;
   SeriesState& state = states_[at];
   const int64_t prev = state.has_value() ? state.last_time_ns : 0;
-  *result = ObserveSample(state, raw, time_ns);
+  Take(static_cast<size_t>(at), raw, time_ns, result);
   if (detail != nullptr) {
     const Info& info = infos_[at];
     detail->id = id;
@@ -327,6 +343,8 @@ std::vector<SeriesView> NodeSeries::Views() const {
     v.def.width = states_[i].width;
     v.def.saturates = states_[i].saturates();
     v.state = states_[i];
+    v.first_raw = info.first_raw;
+    v.first_time_ns = info.first_time_ns;
     out.push_back(std::move(v));
   }
   return out;
@@ -344,8 +362,8 @@ absl::StatusOr<NodeSeries*> SeriesStore::AddNode(absl::string_view node) {
   auto it = nodes_.find(node);
   if (it != nodes_.end()) return it->second.get();
   if (nodes_.size() >= options_.max_nodes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "node limit reached: ", nodes_.size(), " nodes known, at most ", options_.max_nodes));
+    return absl::ResourceExhaustedError(absl::StrCat("node limit reached: ", nodes_.size(),
+                                                     " nodes known, at most ", options_.max_nodes));
   }
   auto series = std::make_unique<NodeSeries>(options_.series, &pool_);
   NodeSeries* p = series.get();

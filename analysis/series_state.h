@@ -126,6 +126,10 @@ struct SeriesDefinition {
 struct SeriesView {
   SeriesDefinition def;
   SeriesState state;
+  // The first sample taken in (the baseline of `state.total`): total == the counter's increase
+  // since then. 0/0 before any sample.
+  uint64_t first_raw = 0;
+  int64_t first_time_ns = 0;
 };
 
 // Interned strings with reference counts: the few hundred distinct source, device, port, counter
@@ -184,7 +188,7 @@ class NodeSeries {
   const SeriesLimits& limits() const { return limits_; }
 
  private:
-  struct Info {  // the cold part of a definition (48 bytes)
+  struct Info {  // the cold part of a series (64 bytes): its names and its baseline
     const std::string* source;
     const std::string* device;
     const std::string* port;
@@ -192,7 +196,10 @@ class NodeSeries {
     const std::string* unit;
     uint32_t id;
     int32_t priority;
+    uint64_t first_raw;
+    int64_t first_time_ns;
   };
+  void Take(size_t at, uint64_t raw, int64_t time_ns, StepResult* result);
   int64_t IndexOf(uint32_t id) const;
   void ReleaseInfo(const Info& info);
   Info MakeInfo(const SeriesDefinition& def);
@@ -200,7 +207,7 @@ class NodeSeries {
   SeriesLimits limits_;
   StringPool* pool_;
   std::vector<SeriesState> states_;
-  std::vector<Info> infos_;  // parallel to states_
+  std::vector<Info> infos_;                        // parallel to states_
   absl::flat_hash_map<uint32_t, uint32_t> index_;  // id → position
   mutable uint32_t guess_ = 0;  // batches list ids in definition order: try the next position first
 };

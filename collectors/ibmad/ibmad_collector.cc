@@ -75,8 +75,8 @@ absl::StatusOr<IbmadCollector::Node> IbmadCollector::Discover(const ScanTarget& 
     errors.Add(s);  // a node without a description is still scanned
   }
   // PortSelect of a ClassPortInfo query is ignored; perfquery sends the first port it reads.
-  const uint8_t first_port = t.ports.empty() ? std::max<uint8_t>(1, node.info.local_port)
-                                             : t.ports.front();
+  const uint8_t first_port =
+      t.ports.empty() ? std::max<uint8_t>(1, node.info.local_port) : t.ports.front();
   if (absl::Status s = transport_->PmaGet(t.lid, kAttrClassPortInfo, first_port, data); !s.ok()) {
     return s;
   }
@@ -91,9 +91,9 @@ absl::StatusOr<IbmadCollector::Node> IbmadCollector::Discover(const ScanTarget& 
   } else {
     for (uint8_t p : t.ports) {
       if (p > node.info.num_ports) {
-        errors.Add(absl::InvalidArgumentError(absl::StrCat(
-            "LID ", t.lid, " (", node.device, ") has ", node.info.num_ports, " ports; port ",
-            p, " is not scanned")));
+        errors.Add(absl::InvalidArgumentError(absl::StrCat("LID ", t.lid, " (", node.device,
+                                                           ") has ", node.info.num_ports,
+                                                           " ports; port ", p, " is not scanned")));
         continue;
       }
       node.ports.push_back(p);
@@ -114,9 +114,8 @@ bool IbmadCollector::DiscoverDue(absl::Time now, CycleErrors& errors) {
     absl::StatusOr<Node> node = Discover(t.spec, errors);
     if (!node.ok()) {
       // A known node that does not answer keeps its series (its values are errors this cycle).
-      errors.Add(absl::Status(node.status().code(),
-                              absl::StrCat("discovery of LID ", t.spec.lid, ": ",
-                                           node.status().message())));
+      errors.Add(absl::Status(node.status().code(), absl::StrCat("discovery of LID ", t.spec.lid,
+                                                                 ": ", node.status().message())));
       continue;
     }
     if (!t.discovered || !(t.node == *node)) {
@@ -199,8 +198,8 @@ void IbmadCollector::ReadNode(const Node& node, absl::Time now, std::vector<Valu
                       : transport_->PmaGet(node.lid, AttrOf(query), port, data[q]);
       if (status[q].ok()) continue;
       if (absl::IsUnimplemented(status[q])) continue;  // the node has no such attribute
-      errors.Add(absl::Status(status[q].code(), absl::StrCat(node.device, " port ", port, ": ",
-                                                             status[q].message())));
+      errors.Add(absl::Status(
+          status[q].code(), absl::StrCat(node.device, " port ", port, ": ", status[q].message())));
       if (absl::IsDeadlineExceeded(status[q])) unreachable = status[q];
     }
 
@@ -211,7 +210,8 @@ void IbmadCollector::ReadNode(const Node& node, absl::Time now, std::vector<Valu
       const int q = static_cast<int>(f.query);
       Value& v = values[base + fi];
       if (!status[q].ok()) {
-        v.status = absl::IsUnimplemented(status[q]) ? ValueStatus::kUnavailable : ValueStatus::kError;
+        v.status =
+            absl::IsUnimplemented(status[q]) ? ValueStatus::kUnavailable : ValueStatus::kError;
         continue;
       }
       v.raw = DecodeScanField(data[q], f);
@@ -259,6 +259,9 @@ void IbmadCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleErrors
   out.table = table_;
   out.values.assign(table_->defs.size(), Value{});
   for (const Node& node : scanned_) ReadNode(node, now, out.values, errors);
+  // Every scanned port was just observed; what was not is no longer scanned (a node replaced
+  // behind its LID).
+  transitions_.ForgetOlderThan(now - options_.rediscover_interval);
 }
 
 std::vector<LinkEvent> IbmadCollector::TakeEvents() {

@@ -72,7 +72,8 @@ class IbmadCollector final : public Collector {
   void Collect(absl::Time now, CollectorSnapshot& out, CycleErrors& errors) override;
   absl::Status Availability() const override { return availability_; }
 
-  // The link transitions seen since the last call, oldest first.
+  // The link transitions seen since the last call, oldest first. Like Collect, not thread-safe:
+  // call it from the thread that runs Collect (the sampler's per-cycle callback).
   std::vector<LinkEvent> TakeEvents();
   // Events dropped because nobody took them in time.
   uint64_t dropped_events() const { return dropped_events_; }
@@ -84,10 +85,10 @@ class IbmadCollector final : public Collector {
     NodeInfo info;
     std::string desc;
     uint16_t cap_mask = 0;
-    std::string device;           // GuidString(info.node_guid)
-    std::vector<uint8_t> ports;   // ports read each cycle
+    std::string device;             // GuidString(info.node_guid)
+    std::vector<uint8_t> ports;     // ports read each cycle
     std::vector<ScanField> fields;  // per port
-    size_t first_value = 0;       // index of its first series in the table
+    size_t first_value = 0;         // index of its first series in the table
     bool operator==(const Node& o) const;
   };
   struct Target {

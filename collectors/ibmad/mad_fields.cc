@@ -76,8 +76,8 @@ std::vector<ScanField> PortScanFields(uint16_t pma_cap_mask, bool use_extended) 
     fields.push_back(PmaField(f, MadQuery::kPortCounters, extended));
   }
   if (pma_cap_mask & kPmaCapXmitWait) {
-    fields.push_back(PmaField({"port_xmit_wait", IB_PC_XMT_WAIT_F}, MadQuery::kPortCounters,
-                              extended));
+    fields.push_back(
+        PmaField({"port_xmit_wait", IB_PC_XMT_WAIT_F}, MadQuery::kPortCounters, extended));
   }
   if (extended) {
     for (const FieldName& f : kExtDataFields) {

@@ -24,8 +24,8 @@ using MadData = std::array<uint8_t, 256>;
 
 // Which query a value comes from.
 enum class MadQuery : uint8_t {
-  kPortInfo = 0,            // SMP PortInfo (0x15), attribute modifier = port
-  kPortCounters = 1,        // PMA PortCounters (0x12), PortSelect = port
+  kPortInfo = 0,              // SMP PortInfo (0x15), attribute modifier = port
+  kPortCounters = 1,          // PMA PortCounters (0x12), PortSelect = port
   kPortCountersExtended = 2,  // PMA PortCountersExtended (0x1D), PortSelect = port
 };
 inline constexpr int kMadQueryCount = 3;

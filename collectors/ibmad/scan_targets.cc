@@ -63,7 +63,8 @@ absl::Status ParsePorts(absl::string_view spec, std::vector<uint8_t>& ports) {
 
 absl::StatusOr<std::vector<ScanTarget>> ParseScanTargets(absl::string_view text) {
   std::vector<ScanTarget> targets;
-  for (absl::string_view piece : absl::StrSplit(text, absl::ByAnyChar("; \t\n"), absl::SkipEmpty())) {
+  for (absl::string_view piece :
+       absl::StrSplit(text, absl::ByAnyChar("; \t\n"), absl::SkipEmpty())) {
     std::vector<absl::string_view> parts = absl::StrSplit(piece, absl::MaxSplits(':', 1));
     absl::StatusOr<uint32_t> lid = ParseNumber(parts[0], "LID");
     if (!lid.ok()) return lid.status();
@@ -92,8 +93,8 @@ std::string ScanTargetsToString(const std::vector<ScanTarget>& targets) {
     std::string s = absl::StrCat(t.lid);
     if (!t.ports.empty()) {
       absl::StrAppend(&s, ":", absl::StrJoin(t.ports, ",", [](std::string* out, uint8_t p) {
-                        absl::StrAppend(out, p);
-                      }));
+        absl::StrAppend(out, p);
+      }));
     }
     pieces.push_back(std::move(s));
   }

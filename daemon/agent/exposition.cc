@@ -98,6 +98,9 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
       if (def.source == "nvlink") {
         labels.push_back({"gpu", def.device});
         labels.push_back({"link", def.port});
+      } else if (def.source == "ibmad") {
+        labels.push_back({"node_guid", def.device});
+        labels.push_back({"port", def.port});
       } else if (def.source == "netdev" || def.source == "ethtool") {
         labels.push_back({"netdev", def.device});
         if (auto it = netdev_to_port.find(def.device); it != netdev_to_port.end()) {
@@ -132,6 +135,13 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
           labels.push_back({"netdev", it->second});
         }
         out.Add(AgentFamily("ringside_ib_port_info"), std::move(labels), 1);
+      } else if (info.source == "ibmad_node") {
+        std::map<std::string, std::string> l = info.labels;
+        l.erase("node");
+        l.emplace("node_guid", info.device);
+        for (const char* drop : {"pma_cap_mask", "counters"}) l.erase(drop);
+        for (const auto& [key, value] : l) labels.push_back({key, value});
+        out.Add(AgentFamily("ringside_ib_fabric_node_info"), std::move(labels), 1);
       } else if (info.source == "gpu") {
         labels.push_back({"gpu", info.device});
         for (const auto& [key, value] : info.labels) labels.push_back({key, value});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -18,6 +19,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "collectors/ethtool/ethtool_collector.h"
+#include "collectors/ibmad/ibmad_collector.h"
+#include "collectors/ibmad/scan_targets.h"
 #include "collectors/infiniband/infiniband_collector.h"
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_collector.h"
@@ -25,6 +28,8 @@
 #include "daemon/agent/exposition.h"
 #include "daemon/agent/render.h"
 #include "daemon/agent/sampler.h"
+#include "daemon/agent/collective_listener.h"
+#include "daemon/agent/collective_metrics.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
@@ -62,6 +67,23 @@ ABSL_FLAG(int64_t, upload_buffer, int64_t{64} << 20,
           "oldest sample batches are dropped first.");
 ABSL_FLAG(absl::Duration, upload_flush_timeout, absl::Seconds(2),
           "On SIGTERM, wait this long for the aggregator to acknowledge what is buffered.");
+ABSL_FLAG(absl::Duration, upload_backoff_max, absl::Seconds(30),
+          "Longest wait between attempts to reach the aggregator (the wait starts at 100ms and "
+          "grows 1.6x per failed attempt, with 20% jitter).");
+ABSL_FLAG(std::string, collectives_socket, "/run/ringside/collectives.sock",
+          "Unix socket where the NCCL profiler plugin (libringside_nccl.so) sends collective "
+          "records; empty for none.");
+ABSL_FLAG(std::string, collectives_socket_group, "",
+          "Group owning the socket (mode 0660), so training processes of that group may connect; "
+          "default: the agent's group.");
+ABSL_FLAG(double, collectives_rate, 50000, "Records per second accepted per plugin connection.");
+ABSL_FLAG(double, collectives_burst, 100000, "Records accepted at once per connection.");
+ABSL_FLAG(std::string, fabric_scan, "",
+          "Fabric scan through libibmad: LIDs and ports whose PMA counters and PortInfo state to "
+          "read, switch ports included, e.g. \"18:1,9-12;105\" (';' between LIDs, ports as "
+          "perfquery takes them; a LID alone: all its ports). Empty: off.");
+ABSL_FLAG(std::string, fabric_scan_ca, "", "Local CA the fabric scan's MADs leave from.");
+ABSL_FLAG(int, fabric_scan_ca_port, 0, "Port of --fabric-scan-ca (0: the first active).");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this agent (mTLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -134,6 +156,22 @@ int main(int argc, char** argv) {
     eth.rediscover_interval = ib.rediscover_interval;
     collectors.push_back(std::make_unique<ringside::collectors::EthtoolCollector>(eth));
   }
+  ringside::collectors::IbmadCollector* fabric_scan = nullptr;
+  if (const std::string targets = absl::GetFlag(FLAGS_fabric_scan); !targets.empty()) {
+    absl::StatusOr<std::vector<ringside::collectors::ScanTarget>> parsed =
+        ringside::collectors::ParseScanTargets(targets);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "ringside-agent: --fabric-scan: %s\n", parsed.status().ToString().c_str());
+      return 2;
+    }
+    ringside::collectors::IbmadOptions io;
+    io.targets = *parsed;
+    io.port.ca_name = absl::GetFlag(FLAGS_fabric_scan_ca);
+    io.port.ca_port = absl::GetFlag(FLAGS_fabric_scan_ca_port);
+    auto scan = ringside::collectors::IbmadCollector::Create(io);
+    fabric_scan = scan.get();
+    collectors.push_back(std::move(scan));
+  }
   const std::string nvml_library = absl::GetFlag(FLAGS_nvml_library);
   if (!nvml_library.empty()) {
     ringside::collectors::NvmlOptions nv;
@@ -202,6 +240,7 @@ int main(int argc, char** argv) {
     uo.node = node;
     uo.agent_version = RINGSIDE_VERSION;
     uo.buffer_bytes = static_cast<size_t>(buffer);
+    uo.backoff.max = std::max(absl::GetFlag(FLAGS_upload_backoff_max), uo.backoff.initial);
     uo.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
     uo.tls.key_file = absl::GetFlag(FLAGS_tls_key);
     uo.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
@@ -216,6 +255,32 @@ int main(int argc, char** argv) {
     uploader = std::move(*up);
     LogLine(absl::StrCat("uploading to ", aggregator, " (agent epoch ", uploader->agent_epoch(),
                          ", buffer ", buffer, " bytes)"));
+  }
+
+  // Collective records from the NCCL plugins on this node, forwarded upstream. A socket that
+  // cannot be made (no permission, another agent listening) turns collectives off, loudly.
+  std::unique_ptr<ringside::daemon::CollectiveListener> collectives;
+  if (const std::string socket = absl::GetFlag(FLAGS_collectives_socket); !socket.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(socket).parent_path(), ec);
+    ringside::daemon::CollectiveListenerOptions co;
+    co.socket_path = socket;
+    co.socket_group = absl::GetFlag(FLAGS_collectives_socket_group);
+    co.records_per_second = absl::GetFlag(FLAGS_collectives_rate);
+    co.burst_records = absl::GetFlag(FLAGS_collectives_burst);
+    co.node = node;
+    auto started = ringside::daemon::CollectiveListener::Start(
+        co,
+        [up = uploader.get()](ringside::v1::CollectiveBatch batch) {
+          if (up != nullptr) up->EnqueueCollectives(std::move(batch));
+        },
+        absl::Now, [](const std::string& m) { LogLine(m); });
+    if (started.ok()) {
+      collectives = std::move(*started);
+      LogLine(absl::StrCat("collective records on ", socket));
+    } else {
+      LogLine(absl::StrCat("collective listener off: ", started.status().ToString()));
+    }
   }
 
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -234,6 +299,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     exposer->RegisterCollectable(collectable);
+    if (collectives) {
+      exposer->RegisterCollectable(
+          std::make_shared<ringside::daemon::CollectiveListenerCollectable>(collectives.get(), node));
+    }
     std::vector<int> ports = exposer->GetListeningPorts();
     LogLine(absl::StrCat("serving /metrics on ", listen, " (port ",
                          ports.empty() ? 0 : ports.front(), ")"));
@@ -252,6 +321,11 @@ int main(int argc, char** argv) {
   ringside::daemon::RatePrinter rates(static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_rates_top))));
   const bool print_rates = absl::GetFlag(FLAGS_print_rates);
   sampler.Run(stop, [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
+    // Switch-side transitions the fabric scan saw join the same transition log.
+    if (fabric_scan != nullptr) {
+      std::vector<ringside::collectors::LinkEvent> events = fabric_scan->TakeEvents();
+      if (!events.empty()) link_log.Append(std::move(events));
+    }
     if (uploader) uploader->OnSnapshot(*snap);
     if (!print_rates) return;
     std::string text = rates.Render(*snap);

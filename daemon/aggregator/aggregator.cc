@@ -78,8 +78,9 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
                         r.duplicates, " duplicates skipped, ", r.corrupt_segments,
                         " torn segment tails)"));
   } else {
-    a->Log("no --state-dir: memory only (a restart forgets watermarks and windows; agents resend "
-           "only what was not acked)");
+    a->Log(
+        "no --state-dir: memory only (a restart forgets watermarks and windows; agents resend "
+        "only what was not acked)");
   }
 
   IngestServiceOptions so;
@@ -105,12 +106,12 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_streams_per_connection);
   a->server_ = builder.BuildAndStart();
   if (!a->server_ || a->grpc_port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen,
-                                               " (address in use or not local?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", o.listen, " (address in use or not local?)"));
   }
 
-  a->collectable_ = std::make_shared<AggregatorCollectable>(core, a->stats_.get(),
-                                                            a->journal_.get(), o.version);
+  a->collectable_ =
+      std::make_shared<AggregatorCollectable>(core, a->stats_.get(), a->journal_.get(), o.version);
   if (!o.http_listen.empty()) {
     absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(o.http_listen);
     if (!http.ok()) return http.status();

@@ -42,7 +42,8 @@ class IngestService;
 struct GrpcKeepaliveOptions {
   absl::Duration time = absl::Seconds(30);     // the server pings an idle connection this often
   absl::Duration timeout = absl::Seconds(10);  // and drops it when a ping is not answered
-  // Client pings are accepted down to this interval (an agent pinging faster is told too_many_pings).
+  // Client pings are accepted down to this interval (an agent pinging faster is told
+  // too_many_pings).
   absl::Duration min_client_ping_interval = absl::Seconds(5);
 };
 

@@ -46,11 +46,13 @@ std::string SeriesJson(const std::string& node, const std::vector<analysis::Seri
                     ",\"counter\":", JsonQuote(v.def.counter), ",\"priority\":", v.def.priority,
                     ",\"unit\":", JsonQuote(v.def.unit), ",\"kind\":\"",
                     analysis::SeriesKindName(v.def.kind), "\",\"width\":", int(v.def.width),
-                    ",\"saturates\":", Bool(v.def.saturates), ",\"has_value\":",
-                    Bool(s.has_value()), ",\"last_raw\":", s.last_raw,
+                    ",\"saturates\":", Bool(v.def.saturates),
+                    ",\"has_value\":", Bool(s.has_value()), ",\"last_raw\":", s.last_raw,
                     ",\"last_time_unix_nanos\":", s.last_time_ns, ",\"last_step\":\"",
                     analysis::StepKindName(s.last_step), "\",\"steps\":", s.steps,
-                    ",\"total\":", s.total, ",\"rates\":[");
+                    ",\"first_raw\":", v.first_raw,
+                    ",\"first_time_unix_nanos\":", v.first_time_ns, ",\"total\":", s.total,
+                    ",\"rates\":[");
     float w[analysis::kRateWindow];
     const int n = s.Window(w);
     for (int i = 0; i < n; ++i) absl::StrAppend(&out, i == 0 ? "" : ",", Float(w[i]));
@@ -86,9 +88,9 @@ std::string NodesJson(const std::vector<NodeStatus>& nodes) {
 std::string CollectivesJson(const std::string& node, const std::vector<ReceivedCollective>& recs) {
   std::string out = absl::StrCat("{\"node\":", JsonQuote(node), ",\"records\":[");
   for (size_t i = 0; i < recs.size(); ++i) {
-    absl::StrAppend(&out, i == 0 ? "" : ",", "{\"received_unix_nanos\":",
-                    absl::ToUnixNanos(recs[i].received), ",\"agent_epoch\":\"",
-                    recs[i].agent_epoch, "\",\"seq\":", recs[i].seq,
+    absl::StrAppend(&out, i == 0 ? "" : ",",
+                    "{\"received_unix_nanos\":", absl::ToUnixNanos(recs[i].received),
+                    ",\"agent_epoch\":\"", recs[i].agent_epoch, "\",\"seq\":", recs[i].seq,
                     ",\"record\":", ProtoJson(recs[i].record), "}");
   }
   out += "]}\n";
@@ -98,9 +100,9 @@ std::string CollectivesJson(const std::string& node, const std::vector<ReceivedC
 std::string LinkEventsJson(const std::string& node, const std::vector<ReceivedLinkEvent>& events) {
   std::string out = absl::StrCat("{\"node\":", JsonQuote(node), ",\"events\":[");
   for (size_t i = 0; i < events.size(); ++i) {
-    absl::StrAppend(&out, i == 0 ? "" : ",", "{\"received_unix_nanos\":",
-                    absl::ToUnixNanos(events[i].received), ",\"agent_epoch\":\"",
-                    events[i].agent_epoch, "\",\"seq\":", events[i].seq,
+    absl::StrAppend(&out, i == 0 ? "" : ",",
+                    "{\"received_unix_nanos\":", absl::ToUnixNanos(events[i].received),
+                    ",\"agent_epoch\":\"", events[i].agent_epoch, "\",\"seq\":", events[i].seq,
                     ",\"event\":", ProtoJson(events[i].event), "}");
   }
   out += "]}\n";

@@ -16,7 +16,8 @@ namespace ringside::daemon {
 
 // {"node":..., "series":[{"id", "source", "device", "port", "counter", "priority", "unit", "kind",
 //  "width", "saturates", "has_value", "last_raw", "last_time_unix_nanos", "last_step", "steps",
-//  "total", "rates":[oldest..newest, null when unknown]}, ...]}
+//  "first_raw", "first_time_unix_nanos" (the baseline), "total" (the increase since the baseline),
+//  "rates":[oldest..newest, null when unknown]}, ...]}
 std::string SeriesJson(const std::string& node, const std::vector<analysis::SeriesView>& series);
 
 // {"nodes":[{"node", "last_seen_unix_nanos", "stale", "session_active", "current_epoch", "series",

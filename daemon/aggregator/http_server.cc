@@ -50,7 +50,8 @@ class HttpServer::Adapter final : public CivetHandler {
     req.path = info->local_uri != nullptr ? info->local_uri : "";
     if (info->query_string != nullptr) {
       for (absl::string_view kv : absl::StrSplit(info->query_string, '&', absl::SkipEmpty())) {
-        std::pair<absl::string_view, absl::string_view> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+        std::pair<absl::string_view, absl::string_view> p =
+            absl::StrSplit(kv, absl::MaxSplits('=', 1));
         req.query[UrlDecode(p.first)] = UrlDecode(p.second);
       }
     }
@@ -82,8 +83,8 @@ std::string CivetListenAddress(const std::string& listen) {
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
                                                               int threads) {
   std::unique_ptr<HttpServer> s(new HttpServer());
-  std::vector<std::string> options = {"listening_ports", CivetListenAddress(listen),
-                                      "num_threads", absl::StrCat(threads < 1 ? 1 : threads),
+  std::vector<std::string> options = {"listening_ports",    CivetListenAddress(listen),
+                                      "num_threads",        absl::StrCat(threads < 1 ? 1 : threads),
                                       "request_timeout_ms", "10000"};
   try {
     s->server_ = std::make_unique<CivetServer>(options);

@@ -14,8 +14,8 @@ namespace ringside::daemon {
 struct IngestCore::NodeEntry : public std::enable_shared_from_this<NodeEntry> {
   struct Epoch {
     uint64_t epoch = 0;
-    uint64_t applied = 0;         // highest seq taken in
-    std::deque<uint64_t> pending; // seqs of journal records not yet durable, ascending
+    uint64_t applied = 0;          // highest seq taken in
+    std::deque<uint64_t> pending;  // seqs of journal records not yet durable, ascending
     absl::Time last_used;
     uint64_t ackable() const { return pending.empty() ? applied : pending.front() - 1; }
   };
@@ -107,9 +107,8 @@ IngestCore::IngestCore(IngestOptions options, IngestStats* stats)
     : options_(std::move(options)),
       stats_(stats),
       store_(analysis::SeriesStore::Options{
-          options_.limits.max_nodes,
-          analysis::SeriesLimits{options_.limits.max_series_per_node,
-                                 options_.limits.max_name_bytes}}),
+          options_.limits.max_nodes, analysis::SeriesLimits{options_.limits.max_series_per_node,
+                                                            options_.limits.max_name_bytes}}),
       started_(options_.now()) {}
 
 IngestCore::~IngestCore() = default;
@@ -144,8 +143,8 @@ std::vector<std::shared_ptr<IngestCore::NodeEntry>> IngestCore::AllNodes() const
 void IngestCore::RestoreEntry(const JournalEntry& e) {
   absl::StatusOr<std::shared_ptr<NodeEntry>> node = GetOrAddNode(e.node);
   if (!node.ok()) {
-    if (options_.log) options_.log(absl::StrCat("journal replay: node ", e.node, ": ",
-                                                node.status().message()));
+    if (options_.log)
+      options_.log(absl::StrCat("journal replay: node ", e.node, ": ", node.status().message()));
     return;
   }
   NodeEntry& n = **node;
@@ -172,8 +171,8 @@ void IngestCore::RestoreWatermarks(const std::vector<Watermark>& marks) {
     if (!node.ok()) continue;
     NodeEntry& n = **node;
     absl::MutexLock l(&n.mu);
-    NodeEntry::Epoch& ep = n.GetEpoch(w.agent_epoch, absl::InfinitePast(),
-                                      options_.limits.max_epochs_per_node);
+    NodeEntry::Epoch& ep =
+        n.GetEpoch(w.agent_epoch, absl::InfinitePast(), options_.limits.max_epochs_per_node);
     ep.applied = std::max(ep.applied, w.seq);
   }
 }
@@ -204,9 +203,8 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   if (!node.ok()) {
     IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxNodes);
     IngestStats::Add(stats_->refusals, RefusalReason::kLimit);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("node ", hello.node(), " refused: ", node.status().message(),
-                     " (--max-nodes)"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "node ", hello.node(), " refused: ", node.status().message(), " (--max-nodes)"));
   }
   SessionStart start;
   start.node = *node;
@@ -237,8 +235,7 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
   const absl::Time now = options_.now();
   absl::MutexLock l(&n.mu);
   if (n.owner_id != session_id) {
-    return absl::AbortedError(
-        absl::StrCat("replaced by a newer session of node ", n.name));
+    return absl::AbortedError(absl::StrCat("replaced by a newer session of node ", n.name));
   }
   n.last_seen = now;
 
@@ -308,8 +305,8 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
   switch (type) {
     case MessageType::kHello:
     case MessageType::kSeriesDefs:
-      return absl::InvalidArgumentError(absl::StrCat(
-          MessageTypeName(type), " with seq ", m.seq(), ": Hello and SeriesDefs carry seq 0"));
+      return absl::InvalidArgumentError(absl::StrCat(MessageTypeName(type), " with seq ", m.seq(),
+                                                     ": Hello and SeriesDefs carry seq 0"));
     case MessageType::kSamples: {
       const v1::SampleBatch& b = m.samples();
       if (b.ids_size() != b.values_size()) {
@@ -370,15 +367,14 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
       if (empty) break;  // a tombstone (the agent dropped the message after sending it)
       if (journal_ != nullptr) {
         const uint64_t seq = m.seq();
-        absl::Status s = journal_->Append(
-            n.name, agent_epoch, seq, now, m,
-            [this, node = n.shared_from_this(), agent_epoch, seq] {
-              OnDurable(node, agent_epoch, seq);
-            });
+        absl::Status s = journal_->Append(n.name, agent_epoch, seq, now, m,
+                                          [this, node = n.shared_from_this(), agent_epoch, seq] {
+                                            OnDurable(node, agent_epoch, seq);
+                                          });
         if (!s.ok()) {
           IngestStats::Add(stats_->limit_rejections, LimitReason::kJournalBacklog);
-          return absl::UnavailableError(absl::StrCat(
-              "not accepting seq ", seq, ": ", s.message(), "; retry later"));
+          return absl::UnavailableError(
+              absl::StrCat("not accepting seq ", seq, ": ", s.message(), "; retry later"));
         }
         ep.pending.push_back(seq);
       }

@@ -109,7 +109,8 @@ class IngestObserver {
  public:
   virtual ~IngestObserver() = default;
   // The accepted samples of one SampleBatch (undefined ids and out-of-order samples left out).
-  virtual void OnSamples(absl::string_view node, absl::Span<const analysis::ObservedSample> samples) {}
+  virtual void OnSamples(absl::string_view node,
+                         absl::Span<const analysis::ObservedSample> samples) {}
   virtual void OnCollectives(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
                              absl::Time received, const v1::CollectiveBatch& batch) {}
   virtual void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
@@ -132,8 +133,8 @@ class IngestCore {
 
   struct SessionStart {
     std::shared_ptr<NodeEntry> node;
-    uint64_t acked_seq = 0;        // for HelloAck
-    uint32_t protocol_version = 0; // negotiated
+    uint64_t acked_seq = 0;                 // for HelloAck
+    uint32_t protocol_version = 0;          // negotiated
     std::shared_ptr<SessionLink> replaced;  // the older session, to be told (outside any lock)
   };
 

@@ -43,10 +43,9 @@ std::string PeerIdentities(const grpc::AuthContext& auth) {
 
 }  // namespace
 
-class IngestSession final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-      public SessionLink,
-      public std::enable_shared_from_this<IngestSession> {
+class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                            public SessionLink,
+                            public std::enable_shared_from_this<IngestSession> {
  public:
   IngestSession(IngestService* service, grpc::CallbackServerContext* context, uint64_t id,
                 absl::Time created)
@@ -74,15 +73,16 @@ class IngestSession final
       }
       ++messages_;
       const size_t bytes = in_buf_.Length();
-      grpc::Status parsed = grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
+      grpc::Status parsed =
+          grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
       if (!parsed.ok()) {
         IngestStats::Add(service_->stats_->unparsable);
         if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kNoHello);
         end_reason_ = EndReason::kProtocolError;
-        FinishLocked(grpc::Status(
-            grpc::StatusCode::INVALID_ARGUMENT,
-            absl::StrCat("message ", messages_, " of the stream (", bytes,
-                         " bytes) does not parse as a ringside.v1.AgentMessage")));
+        FinishLocked(
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                         absl::StrCat("message ", messages_, " of the stream (", bytes,
+                                      " bytes) does not parse as a ringside.v1.AgentMessage")));
         return;
       }
       if (!node_) {
@@ -100,9 +100,8 @@ class IngestSession final
       }
     }
     if (replaced) {
-      replaced->Replace(absl::AbortedError(
-          absl::StrCat("replaced by a newer session of node ", node_name_, " from ",
-                       context_->peer())));
+      replaced->Replace(absl::AbortedError(absl::StrCat("replaced by a newer session of node ",
+                                                        node_name_, " from ", context_->peer())));
     }
   }
 
@@ -171,13 +170,12 @@ class IngestSession final
     IngestStats* stats = service_->stats_;
     if (!in_.has_hello()) {
       IngestStats::Add(stats->refusals, RefusalReason::kNoHello);
-      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                absl::StrCat("the first message of a stream must be a Hello, not ",
-                                             in_.body_case() == v1::AgentMessage::BODY_NOT_SET
-                                                 ? "an empty message"
-                                                 : in_.GetDescriptor()
-                                                       ->FindFieldByNumber(in_.body_case())
-                                                       ->name())));
+      FinishLocked(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("the first message of a stream must be a Hello, not ",
+                       in_.body_case() == v1::AgentMessage::BODY_NOT_SET
+                           ? "an empty message"
+                           : in_.GetDescriptor()->FindFieldByNumber(in_.body_case())->name())));
       return nullptr;
     }
     const v1::Hello& hello = in_.hello();
@@ -186,11 +184,11 @@ class IngestSession final
       if (auth && !PeerMayClaimNode(*auth, hello.node())) {
         IngestStats::Add(stats->messages, MessageType::kHello);
         IngestStats::Add(stats->refusals, RefusalReason::kPermission);
-        FinishLocked(grpc::Status(
-            grpc::StatusCode::PERMISSION_DENIED,
-            absl::StrCat("node \"", hello.node().substr(0, 256),
-                         "\" does not match the client certificate (identities: ",
-                         PeerIdentities(*auth), ")")));
+        FinishLocked(
+            grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                         absl::StrCat("node \"", hello.node().substr(0, 256),
+                                      "\" does not match the client certificate (identities: ",
+                                      PeerIdentities(*auth), ")")));
         return nullptr;
       }
     }
@@ -235,7 +233,8 @@ class IngestSession final
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     bool own = false;
     out_buf_.Clear();
-    grpc::Status s = grpc::SerializationTraits<v1::AggregatorMessage>::Serialize(out_, &out_buf_, &own);
+    grpc::Status s =
+        grpc::SerializationTraits<v1::AggregatorMessage>::Serialize(out_, &out_buf_, &own);
     if (!s.ok()) {
       FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "cannot serialize a reply"));
       return;

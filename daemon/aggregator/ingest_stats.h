@@ -44,12 +44,12 @@ absl::string_view LimitReasonName(LimitReason r);
 
 // Why a stream was refused before or at its Hello.
 enum class RefusalReason : uint8_t {
-  kNoHello,        // the first message was not a Hello
-  kBadHello,       // empty or malformed node name
-  kVersion,        // protocol version ranges do not overlap
-  kPermission,     // the node does not match the client certificate
-  kHelloTimeout,   // no Hello within the timeout
-  kLimit,          // a limit (max nodes, max sessions)
+  kNoHello,       // the first message was not a Hello
+  kBadHello,      // empty or malformed node name
+  kVersion,       // protocol version ranges do not overlap
+  kPermission,    // the node does not match the client certificate
+  kHelloTimeout,  // no Hello within the timeout
+  kLimit,         // a limit (max nodes, max sessions)
   kShuttingDown,
   kCount,
 };
@@ -81,9 +81,9 @@ struct IngestStats {
   std::atomic<uint64_t> collective_records{0};
   std::atomic<uint64_t> link_events{0};
   std::atomic<uint64_t> plugin_dropped_records{0};
-  std::atomic<uint64_t> unparsable{0};        // messages that are no AgentMessage
-  std::atomic<uint64_t> duplicates{0};        // sequenced messages at or below the watermark
-  std::atomic<uint64_t> gap_messages{0};      // seqs skipped over (the agent no longer had them)
+  std::atomic<uint64_t> unparsable{0};    // messages that are no AgentMessage
+  std::atomic<uint64_t> duplicates{0};    // sequenced messages at or below the watermark
+  std::atomic<uint64_t> gap_messages{0};  // seqs skipped over (the agent no longer had them)
   std::atomic<uint64_t> acks{0};
   std::atomic<uint64_t> series_defined{0};
   std::atomic<uint64_t> series_redefined{0};

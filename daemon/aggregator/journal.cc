@@ -52,7 +52,8 @@ absl::Status ReadJournal(const std::string& dir, JournalFileSystem* fs,
   if (!segments.ok()) return segments.status();
   std::map<EpochKey, uint64_t> marks;
   for (uint64_t index : *segments) {
-    absl::StatusOr<std::string> data = fs->ReadAll(absl::StrCat(dir, "/", JournalSegmentName(index)));
+    absl::StatusOr<std::string> data =
+        fs->ReadAll(absl::StrCat(dir, "/", JournalSegmentName(index)));
     if (!data.ok()) return data.status();
     ++st.segments;
     st.bytes += data->size();
@@ -113,8 +114,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(
   }
   if (options.when_full == JournalOptions::WhenFull::kDeleteOldest) {
     // Retention deletes whole segments: keep several within the bound.
-    options.segment_bytes = std::max<uint64_t>(1, std::min(options.segment_bytes,
-                                                           options.max_bytes / 4));
+    options.segment_bytes =
+        std::max<uint64_t>(1, std::min(options.segment_bytes, options.max_bytes / 4));
   }
   std::unique_ptr<Journal> j(new Journal(std::move(options)));
   const std::string& dir = j->options_.dir;
@@ -308,9 +309,9 @@ absl::Status Journal::WriteBatch(const std::deque<Pending>& batch) {
   }
   if (options_.when_full == JournalOptions::WhenFull::kStop &&
       total_bytes + batch_bytes > options_.max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "journal full: ", total_bytes, " bytes stored, ", batch_bytes,
-        " more would pass --journal-max-bytes=", options_.max_bytes));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("journal full: ", total_bytes, " bytes stored, ", batch_bytes,
+                     " more would pass --journal-max-bytes=", options_.max_bytes));
   }
   if (!file_ || file_broken_ || current_bytes >= options_.segment_bytes) {
     if (absl::Status s = StartSegment(); !s.ok()) {

@@ -58,10 +58,10 @@ struct JournalEntry {
 struct JournalReadStats {
   uint64_t segments = 0;
   uint64_t bytes = 0;
-  uint64_t payloads = 0;            // payload records read (before dropping duplicates)
-  uint64_t duplicates = 0;          // payload records at or below their epoch's watermark
-  uint64_t corrupt_segments = 0;    // segments that ended in a torn or corrupt frame
-  uint64_t unparsable_payloads = 0; // frames intact but the message did not parse
+  uint64_t payloads = 0;             // payload records read (before dropping duplicates)
+  uint64_t duplicates = 0;           // payload records at or below their epoch's watermark
+  uint64_t corrupt_segments = 0;     // segments that ended in a torn or corrupt frame
+  uint64_t unparsable_payloads = 0;  // frames intact but the message did not parse
 };
 
 // Reads every segment of `dir` in order and calls `visit` for each payload once (a record written
@@ -89,7 +89,7 @@ struct JournalOptions {
 };
 
 struct JournalStats {
-  uint64_t bytes = 0;             // on disk, all segments
+  uint64_t bytes = 0;  // on disk, all segments
   uint64_t segments = 0;
   uint64_t records_written = 0;   // payload records made durable
   uint64_t commits = 0;           // successful write+sync rounds
@@ -98,7 +98,7 @@ struct JournalStats {
   uint64_t refused = 0;           // appends refused (backlog full or closed)
   uint64_t pending_bytes = 0;
   uint64_t pending_records = 0;
-  bool healthy = true;            // the last write succeeded
+  bool healthy = true;  // the last write succeeded
   std::string last_error;
 };
 

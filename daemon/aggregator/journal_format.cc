@@ -69,7 +69,8 @@ class Reader {
   bool Fixed(int n, uint64_t* v) {
     if (data_.size() < static_cast<size_t>(n)) return false;
     uint64_t x = 0;
-    for (int i = 0; i < n; ++i) x |= static_cast<uint64_t>(static_cast<uint8_t>(data_[i])) << (8 * i);
+    for (int i = 0; i < n; ++i)
+      x |= static_cast<uint64_t>(static_cast<uint8_t>(data_[i])) << (8 * i);
     data_.remove_prefix(n);
     *v = x;
     return true;

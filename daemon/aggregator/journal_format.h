@@ -6,7 +6,8 @@
 //   header     (1): u16 len, "ringside-journal" │ u64 format version (1) │ u64 segment index
 //   watermark  (2): u16 len, node │ u64 agent_epoch │ u64 seq
 //   payload    (3): u16 len, node │ u64 agent_epoch │ u64 seq │ i64 received unix ns │
-//                   u32 len, the serialized ringside.v1.AgentMessage (CollectiveBatch or LinkEvents)
+//                   u32 len, the serialized ringside.v1.AgentMessage (CollectiveBatch or
+//                   LinkEvents)
 //
 // A frame whose length runs past the end of the file, or whose CRC does not match, ends the
 // segment (a torn write at a crash): what follows it is not read.
@@ -31,7 +32,7 @@ inline constexpr uint32_t kMaxJournalFrameBytes = 256u << 20;
 
 struct JournalRecord {
   JournalRecordType type = JournalRecordType::kPayload;
-  std::string node;  // the magic for a header
+  std::string node;    // the magic for a header
   uint64_t epoch = 0;  // the format version for a header
   uint64_t seq = 0;    // the segment index for a header
   int64_t received_unix_nanos = 0;

@@ -122,8 +122,7 @@ int main(int argc, char** argv) {
   const int64_t journal_max = absl::GetFlag(FLAGS_journal_max_bytes);
   const int64_t pending = absl::GetFlag(FLAGS_journal_max_pending_bytes);
   if (!Positive(max_nodes, "max-nodes") || !Positive(max_series, "max-series-per-node") ||
-      !Positive(max_defs, "max-defs-per-message") ||
-      !Positive(max_message, "max-message-bytes") ||
+      !Positive(max_defs, "max-defs-per-message") || !Positive(max_message, "max-message-bytes") ||
       !Positive(max_streams, "max-streams-per-connection") ||
       !Positive(segment, "journal-segment-bytes") || !Positive(journal_max, "journal-max-bytes") ||
       !Positive(pending, "journal-max-pending-bytes")) {
@@ -172,9 +171,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringside-aggregator: %s\n", agg.status().ToString().c_str());
     return 1;
   }
-  LogLine(absl::StrCat("ingest (gRPC) listening on ", o.listen, " (port ", (*agg)->grpc_port(),
-                       ")", o.tls.ca_file.empty() ? (o.tls.cert_file.empty() ? ", plaintext" : ", TLS")
-                                                  : ", mTLS"));
+  LogLine(absl::StrCat(
+      "ingest (gRPC) listening on ", o.listen, " (port ", (*agg)->grpc_port(), ")",
+      o.tls.ca_file.empty() ? (o.tls.cert_file.empty() ? ", plaintext" : ", TLS") : ", mTLS"));
   if (!o.http_listen.empty()) {
     LogLine(absl::StrCat("HTTP (/metrics, /healthz, /api/v1) listening on ", o.http_listen,
                          " (port ", (*agg)->http_port(), ")"));

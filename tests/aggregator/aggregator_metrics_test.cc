@@ -16,8 +16,7 @@ namespace ringside::daemon {
 namespace {
 
 std::string AggregatorSectionOfDocs() {
-  std::string doc =
-      testing::ReadFileOrEmpty(std::string(RINGSIDE_SOURCE_DIR) + "/docs/metrics.md");
+  std::string doc = testing::ReadFileOrEmpty(std::string(RINGSIDE_SOURCE_DIR) + "/docs/metrics.md");
   size_t start = doc.find("## Aggregator");
   if (start == std::string::npos) return "";
   size_t end = doc.find("\n## ", start + 1);
@@ -42,7 +41,8 @@ TEST(AggregatorMetricsTest, CollectEmitsOnlyCatalogFamilies) {
   IngestCore core(o, &stats);
   AggregatorCollectable c(&core, &stats, nullptr, "test");
   std::set<std::string> catalog;
-  for (const AggregatorMetricSpec& m : AggregatorMetricCatalog()) catalog.insert(std::string(m.name));
+  for (const AggregatorMetricSpec& m : AggregatorMetricCatalog())
+    catalog.insert(std::string(m.name));
   std::vector<prometheus::MetricFamily> families = c.Collect();
   EXPECT_FALSE(families.empty());
   for (const prometheus::MetricFamily& f : families) {

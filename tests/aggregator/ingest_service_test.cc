@@ -1,7 +1,7 @@
 // The aggregator in-process on 127.0.0.1:0, driven by raw ringside.v1 streams: the handshake and
 // version refusals, dedup and acks, undefined ids, limits, journal replay after a restart, a full
 // disk, staleness on an injected clock, and rates computed across a gap.
-#include "daemon/aggregator/aggregator.h"
+#include "daemon/aggregator/ingest_service.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
-#include "daemon/aggregator/ingest_service.h"
+#include "daemon/aggregator/aggregator.h"
 #include "daemon/common/protocol.h"
 #include "tests/aggregator/ingest_test_util.h"
 #include "tests/testing/process.h"
@@ -267,7 +267,8 @@ TEST_F(IngestServiceTest, MaxSeriesPerNodeRefusesTheFloodAndSparesOthers) {
   RawAgent flood(port());
   Hello(flood, "flood", 1);
   std::vector<v1::SeriesDef> defs;
-  for (uint32_t id = 1; id <= 50; ++id) defs.push_back(CounterDef(id, "c" + std::to_string(id), 32));
+  for (uint32_t id = 1; id <= 50; ++id)
+    defs.push_back(CounterDef(id, "c" + std::to_string(id), 32));
   ASSERT_TRUE(flood.Send(DefsMsg(defs)));
   grpc::Status s = flood.AwaitEnd();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -285,8 +286,8 @@ TEST_F(IngestServiceTest, MaxDefsPerMessage) {
   Start(o);
   RawAgent agent(port());
   Hello(agent, "n", 1);
-  ASSERT_TRUE(agent.Send(DefsMsg({CounterDef(1, "a", 32), CounterDef(2, "b", 32),
-                                  CounterDef(3, "c", 32)})));
+  ASSERT_TRUE(agent.Send(
+      DefsMsg({CounterDef(1, "a", 32), CounterDef(2, "b", 32), CounterDef(3, "c", 32)})));
   grpc::Status s = agent.AwaitEnd();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_TRUE(absl::StrContains(s.error_message(), "--max-defs-per-message"));
@@ -335,7 +336,8 @@ TEST_F(IngestServiceTest, GarbageBytesEndTheStreamAndOthersKeepStreaming) {
   RawAgent good(port());
   Hello(good, "good", 1);
   // Bytes that are no AgentMessage: a truncated length-delimited field.
-  grpc::Status s = testing::SendRawFrames(port(), {std::string("\x52\xff\xff\xff\x0f garbage", 14)});
+  grpc::Status s =
+      testing::SendRawFrames(port(), {std::string("\x52\xff\xff\xff\x0f garbage", 14)});
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_TRUE(absl::StrContains(s.error_message(), "does not parse")) << s.error_message();
   // A valid Hello followed by garbage.
@@ -606,6 +608,7 @@ TEST_F(IngestServiceTest, HttpServesHealthMetricsAndSeriesJson) {
   EXPECT_TRUE(absl::StrContains(series, "\"last_raw\":704")) << series;
   EXPECT_TRUE(absl::StrContains(series, "\"last_step\":\"wrap\"")) << series;
   EXPECT_TRUE(absl::StrContains(series, "\"total\":1000")) << series;
+  EXPECT_TRUE(absl::StrContains(series, "\"first_raw\":4294967000")) << series;
   EXPECT_TRUE(absl::StrContains(series, "\"rates\":[500]")) << series;
   testing::HttpGet(agg_->http_port(), "/api/v1/series?node=nope", &status);
   EXPECT_EQ(status, 404);

@@ -22,8 +22,8 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "ringside/v1/ingest.grpc.pb.h"
 
 namespace ringside::testing {
@@ -96,8 +96,8 @@ class RawAgent {
 // Ingest.Stream, then reads until the aggregator ends the stream; returns its status.
 inline grpc::Status SendRawFrames(int port, const std::vector<std::string>& frames,
                                   absl::Duration deadline = absl::Seconds(10)) {
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
@@ -129,8 +129,7 @@ inline grpc::Status SendRawFrames(int port, const std::vector<std::string>& fram
   return status;
 }
 
-inline v1::AgentMessage HelloMsg(const std::string& node, uint64_t epoch,
-                                 uint64_t resend_from = 0,
+inline v1::AgentMessage HelloMsg(const std::string& node, uint64_t epoch, uint64_t resend_from = 0,
                                  uint32_t version = daemon::kProtocolVersion,
                                  uint32_t min_version = daemon::kMinProtocolVersion) {
   v1::AgentMessage m;
@@ -181,8 +180,7 @@ inline v1::AgentMessage SamplesMsg(uint64_t seq, int64_t t_ns,
 
 // `n` collective records whose (job "job", comm 7, seq) run from first_coll_seq upward.
 inline v1::AgentMessage CollectivesMsg(uint64_t seq, uint64_t first_coll_seq, int n,
-                                       const std::string& host = "node",
-                                       size_t padding = 0) {
+                                       const std::string& host = "node", size_t padding = 0) {
   v1::AgentMessage m;
   m.set_seq(seq);
   for (int i = 0; i < n; ++i) {

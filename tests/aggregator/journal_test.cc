@@ -31,7 +31,11 @@ class JournalTest : public ::testing::Test {
   std::unique_ptr<Journal> Open(JournalOptions o, std::vector<JournalEntry>* replayed = nullptr,
                                 std::vector<Watermark>* marks = nullptr) {
     auto j = Journal::Open(
-        o, [&](const JournalEntry& e) { if (replayed) replayed->push_back(e); }, marks);
+        o,
+        [&](const JournalEntry& e) {
+          if (replayed) replayed->push_back(e);
+        },
+        marks);
     EXPECT_TRUE(j.ok()) << j.status();
     return j.ok() ? std::move(*j) : nullptr;
   }
@@ -47,9 +51,9 @@ class JournalTest : public ::testing::Test {
   // Appends one padded record; false unless durable within 2 s.
   bool AppendDurableWithin(Journal& j, uint64_t seq) {
     auto done = std::make_shared<absl::Notification>();
-    if (!j.Append("a", 1, seq, absl::Now(), CollectivesMsg(seq, seq, 1, "h", 200),
-                  [done] { done->Notify(); })
-             .ok()) {
+    if (!j.Append("a", 1, seq, absl::Now(), CollectivesMsg(seq, seq, 1, "h", 200), [done] {
+            done->Notify();
+          }).ok()) {
       return false;
     }
     return done->WaitForNotificationWithTimeout(absl::Seconds(2));
@@ -57,8 +61,9 @@ class JournalTest : public ::testing::Test {
   std::vector<JournalEntry> ReadAll(std::vector<Watermark>* marks = nullptr,
                                     JournalReadStats* stats = nullptr) {
     std::vector<JournalEntry> out;
-    absl::Status s = ReadJournal(dir_.path() + "/journal", nullptr,
-                                 [&](const JournalEntry& e) { out.push_back(e); }, marks, stats);
+    absl::Status s = ReadJournal(
+        dir_.path() + "/journal", nullptr, [&](const JournalEntry& e) { out.push_back(e); }, marks,
+        stats);
     EXPECT_TRUE(s.ok()) << s;
     return out;
   }
@@ -217,9 +222,8 @@ TEST_F(JournalTest, FullDiskStopsCommitsAndResumesWhenSpaceReturns) {
   ASSERT_TRUE(AppendDurable(*j, "a", 1, 1, CollectivesMsg(1, 1, 1)));
   fs.FailWrites(absl::ResourceExhaustedError("write: No space left on device"));
   auto done = std::make_shared<absl::Notification>();
-  ASSERT_TRUE(j->Append("a", 1, 2, absl::Now(), CollectivesMsg(2, 2, 1), [done] {
-                 done->Notify();
-               }).ok());
+  ASSERT_TRUE(
+      j->Append("a", 1, 2, absl::Now(), CollectivesMsg(2, 2, 1), [done] { done->Notify(); }).ok());
   EXPECT_FALSE(done->WaitForNotificationWithTimeout(absl::Milliseconds(300)));
   JournalStats st = j->stats();
   EXPECT_FALSE(st.healthy);

@@ -33,9 +33,7 @@ class SeriesStateTest : public ::testing::Test {
   }
 };
 
-TEST_F(SeriesStateTest, FitsInSixtyFourBytes) {
-  EXPECT_LE(sizeof(SeriesState), 64u);
-}
+TEST_F(SeriesStateTest, FitsInSixtyFourBytes) { EXPECT_LE(sizeof(SeriesState), 64u); }
 
 TEST_F(SeriesStateTest, FirstSampleIsABaseline) {
   SeriesState s = Fresh(32);
@@ -210,6 +208,8 @@ TEST_F(SeriesStateTest, NodeSeriesDefinesObservesAndLimits) {
   auto step = node.Observe(2, 30, 2 * kSecond);
   ASSERT_TRUE(step.ok());
   EXPECT_FLOAT_EQ(step->rate, 20.0f);
+  EXPECT_EQ(node.Views()[1].first_raw, 10u);  // the baseline of the total
+  EXPECT_EQ(node.Views()[1].first_time_ns, kSecond);
   // A changed width keeps the state; another series under the id starts over.
   EXPECT_EQ(*node.Define(Counter(2, "c2", 64)), NodeSeries::DefineResult::kUpdated);
   EXPECT_EQ(node.Find(2)->total, 20u);
@@ -220,6 +220,7 @@ TEST_F(SeriesStateTest, NodeSeriesDefinesObservesAndLimits) {
   ASSERT_EQ(views.size(), 3u);
   EXPECT_EQ(views[1].def.counter, "other");
   EXPECT_EQ(views[1].def.device, "mlx5_0");
+  EXPECT_EQ(views[1].first_raw, 0u);  // replaced: no baseline yet
   // Names are interned: "infiniband", "mlx5_0", "1", "count", and c1, c3, other.
   EXPECT_EQ(pool.size(), 7u);
 }

@@ -105,12 +105,12 @@ MadData EncodeNodeInfo(uint8_t type, uint8_t nports, uint64_t guid, uint8_t loca
   d[1] = 1;  // ClassVersion
   d[2] = type;
   d[3] = nports;
-  PutBig(d, 4, 8, guid + 1);  // SystemImageGUID
-  PutBig(d, 12, 8, guid);     // NodeGUID
+  PutBig(d, 4, 8, guid + 1);   // SystemImageGUID
+  PutBig(d, 12, 8, guid);      // NodeGUID
   PutBig(d, 20, 8, guid + 2);  // PortGUID
-  PutBig(d, 28, 2, 64);       // PartitionCap
-  PutBig(d, 30, 2, 0x1003);   // DeviceID
-  PutBig(d, 32, 4, 0xb0);     // Revision
+  PutBig(d, 28, 2, 64);        // PartitionCap
+  PutBig(d, 30, 2, 0x1003);    // DeviceID
+  PutBig(d, 32, 4, 0xb0);      // Revision
   d[36] = local_port;
   PutBig(d, 37, 3, 0x02c9);  // VendorID
   return d;
@@ -165,7 +165,8 @@ TEST(IbmadDecodeTest, PortCountersFromPerfqueryFixtures) {
     for (const testing::PerfqueryBlock& b : blocks) {
       ASSERT_FALSE(b.extended);
       const MadData data = EncodeCounters(b.fields, false);
-      const std::vector<ScanField> fields = PortScanFields(static_cast<uint16_t>(b.cap_mask), false);
+      const std::vector<ScanField> fields =
+          PortScanFields(static_cast<uint16_t>(b.cap_mask), false);
       for (const auto& [name, value] : b.fields) {
         const absl::string_view counter = testing::ScanCounterOf(name);
         if (counter.empty()) continue;
@@ -218,16 +219,29 @@ TEST(IbmadDecodeTest, FieldSetsFollowCapabilities) {
   };
   // ibsim's switch: AllPortSelect | ExtWidth | XmitWait.
   const std::vector<ScanField> ext = PortScanFields(0x1300, true);
-  EXPECT_EQ(names(ext),
-            (std::vector<std::string>{
-                "state", "phys_state", "symbol_error", "link_error_recovery", "link_downed",
-                "port_rcv_errors", "port_rcv_remote_physical_errors",
-                "port_rcv_switch_relay_errors", "port_xmit_discards",
-                "port_xmit_constraint_errors", "port_rcv_constraint_errors",
-                "local_link_integrity_errors", "excessive_buffer_overrun_errors", "VL15_dropped",
-                "port_xmit_wait", "port_xmit_data", "port_rcv_data", "port_xmit_packets",
-                "port_rcv_packets", "unicast_xmit_packets", "unicast_rcv_packets",
-                "multicast_xmit_packets", "multicast_rcv_packets"}));
+  EXPECT_EQ(names(ext), (std::vector<std::string>{"state",
+                                                  "phys_state",
+                                                  "symbol_error",
+                                                  "link_error_recovery",
+                                                  "link_downed",
+                                                  "port_rcv_errors",
+                                                  "port_rcv_remote_physical_errors",
+                                                  "port_rcv_switch_relay_errors",
+                                                  "port_xmit_discards",
+                                                  "port_xmit_constraint_errors",
+                                                  "port_rcv_constraint_errors",
+                                                  "local_link_integrity_errors",
+                                                  "excessive_buffer_overrun_errors",
+                                                  "VL15_dropped",
+                                                  "port_xmit_wait",
+                                                  "port_xmit_data",
+                                                  "port_rcv_data",
+                                                  "port_xmit_packets",
+                                                  "port_rcv_packets",
+                                                  "unicast_xmit_packets",
+                                                  "unicast_rcv_packets",
+                                                  "multicast_xmit_packets",
+                                                  "multicast_rcv_packets"}));
   const ScanField* data = FindField(ext, "port_xmit_data");
   EXPECT_EQ(data->width, 64);
   EXPECT_EQ(data->unit, Unit::kFourByteWords);
@@ -280,8 +294,7 @@ TEST(IbmadDecodeTest, NodeInfoDescriptionClassPortInfoPortInfo) {
   EXPECT_EQ(GuidString(0x24be05ffff980030ull), "0x24be05ffff980030");
   EXPECT_EQ(GuidString(0x200001), "0x0000000000200001");
 
-  EXPECT_EQ(DecodeNodeDescription(EncodeNodeDescription("MF0;ib5:SX6036/U1")),
-            "MF0;ib5:SX6036/U1");
+  EXPECT_EQ(DecodeNodeDescription(EncodeNodeDescription("MF0;ib5:SX6036/U1")), "MF0;ib5:SX6036/U1");
   EXPECT_EQ(DecodeNodeDescription(EncodeNodeDescription("stage1 mlx4_0   ")), "stage1 mlx4_0");
   EXPECT_EQ(DecodeNodeDescription(EncodeNodeDescription("a\tb")), "a?b");
   EXPECT_EQ(DecodeNodeDescription(EncodeNodeDescription(std::string(70, 'x'))).size(), 64u);
@@ -327,8 +340,8 @@ TEST(IbmadTargetsTest, Parse) {
   EXPECT_EQ(ParseScanTargets("5:3,3,2-3")->front().ports, (std::vector<uint8_t>{3, 2}));
   EXPECT_TRUE(ParseScanTargets("")->empty());
 
-  for (const char* bad : {"0", "49152", "x", "18:", "18:0", "18:255", "18:3-1", "18:a", "-1",
-                          "18:1,,2", "0x"}) {
+  for (const char* bad :
+       {"0", "49152", "x", "18:", "18:0", "18:255", "18:3-1", "18:a", "-1", "18:1,,2", "0x"}) {
     auto r = ParseScanTargets(bad);
     EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << bad;
   }
@@ -450,7 +463,8 @@ class FakeFabric final : public MadTransport {
   absl::Status SmpGet(uint16_t lid, uint16_t attr, uint32_t mod, MadData& out) override {
     ++mads;
     FakeNode* n = Find(lid);
-    if (n == nullptr) return absl::DeadlineExceededError(absl::StrCat("LID ", lid, ": no response"));
+    if (n == nullptr)
+      return absl::DeadlineExceededError(absl::StrCat("LID ", lid, ": no response"));
     switch (attr) {
       case kAttrNodeInfo:
         out = EncodeNodeInfo(n->type, n->nports, n->guid, n->local_port);
@@ -470,7 +484,8 @@ class FakeFabric final : public MadTransport {
   absl::Status PmaGet(uint16_t lid, uint16_t attr, uint8_t port, MadData& out) override {
     ++mads;
     FakeNode* n = Find(lid);
-    if (n == nullptr) return absl::DeadlineExceededError(absl::StrCat("LID ", lid, ": no response"));
+    if (n == nullptr)
+      return absl::DeadlineExceededError(absl::StrCat("LID ", lid, ": no response"));
     if (attr == kAttrClassPortInfo) {
       out = EncodeClassPortInfo(n->cap_mask);
       return absl::OkStatus();
@@ -710,8 +725,8 @@ TEST_F(IbmadCollectorTest, UnreachableNodeIsErrorsAndCostsOneQuery) {
   EXPECT_EQ(errors_.count, 12u);
   EXPECT_LE(errors_.messages.size(), 2u);
   for (const auto& [key, f] : s) {
-    EXPECT_EQ(f.value.status, f.def->device == "0x0000000000200001" ? ValueStatus::kError
-                                                                    : ValueStatus::kOk)
+    EXPECT_EQ(f.value.status,
+              f.def->device == "0x0000000000200001" ? ValueStatus::kError : ValueStatus::kOk)
         << key;
   }
   EXPECT_TRUE(c->TakeEvents().empty());  // unreachable is not down

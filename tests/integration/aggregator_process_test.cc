@@ -1,9 +1,8 @@
 // The ringside-aggregator binary as a user runs it: the ports it logs, kill -9 and restart on the
 // same --state-dir without losing or repeating a record, --dump-journal, the plaintext policy, and
 // a clean SIGTERM.
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <regex>
 #include <string>
@@ -27,8 +26,7 @@ struct Ports {
 class AggregatorProcessTest : public ::testing::Test {
  protected:
   // Starts the aggregator on loopback ephemeral ports and parses them from its log.
-  Ports StartAggregator(std::unique_ptr<testing::Process>& p,
-                        std::vector<std::string> extra = {}) {
+  Ports StartAggregator(std::unique_ptr<testing::Process>& p, std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {BinaryPath("daemon/ringside-aggregator"),
                                      "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
                                      "--state-dir=" + state_.path()};
@@ -41,10 +39,12 @@ class AggregatorProcessTest : public ::testing::Test {
     }
     const std::string err = p->Stderr();
     std::smatch m;
-    if (std::regex_search(err, m, std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
+    if (std::regex_search(err, m,
+                          std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
       ports.grpc = std::stoi(m[1].str());
     }
-    if (std::regex_search(err, m, std::regex("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)"))) {
+    if (std::regex_search(
+            err, m, std::regex("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)"))) {
       ports.http = std::stoi(m[1].str());
     }
     EXPECT_GT(ports.grpc, 0) << err;
@@ -94,8 +94,8 @@ TEST_F(AggregatorProcessTest, KillAndRestartKeepsEveryRecordOnce) {
   EXPECT_EQ(agg->Wait(absl::Seconds(20)), 0);
   EXPECT_TRUE(absl::StrContains(agg->Stderr(), "stopped"));
 
-  testing::RunResult dump = testing::Run({BinaryPath("daemon/ringside-aggregator"),
-                                          "--dump-journal", "--state-dir=" + state_.path()});
+  testing::RunResult dump = testing::Run(
+      {BinaryPath("daemon/ringside-aggregator"), "--dump-journal", "--state-dir=" + state_.path()});
   ASSERT_EQ(dump.exit_code, 0) << dump.err;
   int collectives = 0;
   int link_events = 0;
@@ -113,15 +113,16 @@ TEST_F(AggregatorProcessTest, KillAndRestartKeepsEveryRecordOnce) {
   EXPECT_EQ(collectives, 8);
   EXPECT_EQ(link_events, 1);
   EXPECT_EQ(ids, (std::multiset<std::string>{"10", "11", "20", "21", "30", "31", "50", "51"}));
-  EXPECT_TRUE(absl::StrContains(dump.out, "{\"kind\":\"watermark\",\"node\":\"gpu-1\","
-                                          "\"agent_epoch\":\"5\",\"seq\":5}"))
+  EXPECT_TRUE(absl::StrContains(dump.out,
+                                "{\"kind\":\"watermark\",\"node\":\"gpu-1\","
+                                "\"agent_epoch\":\"5\",\"seq\":5}"))
       << dump.out;
 }
 
 TEST_F(AggregatorProcessTest, PlaintextOffLoopbackIsRefusedWithoutAllowInsecure) {
   testing::RunResult r = testing::Run(
-      {BinaryPath("daemon/ringside-aggregator"), "--listen=0.0.0.0:0", "--http-listen="},
-      "", absl::Seconds(20));
+      {BinaryPath("daemon/ringside-aggregator"), "--listen=0.0.0.0:0", "--http-listen="}, "",
+      absl::Seconds(20));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "refusing plaintext")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "--allow-insecure")) << r.err;
@@ -130,10 +131,10 @@ TEST_F(AggregatorProcessTest, PlaintextOffLoopbackIsRefusedWithoutAllowInsecure)
 TEST_F(AggregatorProcessTest, SecondAggregatorOnTheSameStateDirIsRefused) {
   std::unique_ptr<testing::Process> agg;
   ASSERT_GT(StartAggregator(agg).grpc, 0);
-  testing::RunResult r = testing::Run({BinaryPath("daemon/ringside-aggregator"),
-                                       "--listen=127.0.0.1:0", "--http-listen=",
-                                       "--state-dir=" + state_.path()},
-                                      "", absl::Seconds(20));
+  testing::RunResult r =
+      testing::Run({BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
+                    "--http-listen=", "--state-dir=" + state_.path()},
+                   "", absl::Seconds(20));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "another ringside-aggregator")) << r.err;
 }

@@ -19,7 +19,8 @@ void ParseHeader(absl::string_view h, PerfqueryBlock& b) {
     if (words[i] == "Lid") (void)absl::SimpleAtoi(words[i + 1], &b.lid);
     if (words[i] == "port") (void)absl::SimpleAtoi(words[i + 1], &b.port);
     if (words[i] == "CapMask") {
-      b.cap_mask = static_cast<uint32_t>(std::strtoul(std::string(words[i + 1]).c_str(), nullptr, 0));
+      b.cap_mask =
+          static_cast<uint32_t>(std::strtoul(std::string(words[i + 1]).c_str(), nullptr, 0));
     }
   }
 }

@@ -149,9 +149,9 @@ std::string TimeText(absl::Time t) {
 
 void PrintText(int scan, const CollectorSnapshot& snap, const CycleErrors& errors,
                const std::vector<LinkEvent>& events) {
-  std::string out = absl::StrFormat("scan %d time=%s duration_ms=%d errors=%d\n", scan,
-                                    TimeText(snap.timestamp),
-                                    absl::ToInt64Milliseconds(snap.duration), errors.count);
+  std::string out =
+      absl::StrFormat("scan %d time=%s duration_ms=%d errors=%d\n", scan, TimeText(snap.timestamp),
+                      absl::ToInt64Milliseconds(snap.duration), errors.count);
   for (const InfoRecord& info : snap.table->info) {
     absl::StrAppend(&out, "node device=", info.device);
     for (const auto& [k, v] : info.labels) {
@@ -207,11 +207,11 @@ void PrintJson(int scan, const CollectorSnapshot& snap, const CycleErrors& error
   absl::StrAppend(&out, R"(,"values":[)", absl::StrJoin(items, ","), "]");
   items.clear();
   for (const LinkEvent& e : events) {
-    items.push_back(absl::StrCat(
-        R"({"source":)", Quote(e.source), R"(,"device":)", Quote(e.device), R"(,"port":)",
-        Quote(e.port), R"(,"from":)", Quote(LinkStateName(e.from)), R"(,"to":)",
-        Quote(LinkStateName(e.to)), R"(,"time":)", Quote(TimeText(e.time)), R"(,"detail":)",
-        Quote(e.detail), "}"));
+    items.push_back(absl::StrCat(R"({"source":)", Quote(e.source), R"(,"device":)", Quote(e.device),
+                                 R"(,"port":)", Quote(e.port), R"(,"from":)",
+                                 Quote(LinkStateName(e.from)), R"(,"to":)",
+                                 Quote(LinkStateName(e.to)), R"(,"time":)", Quote(TimeText(e.time)),
+                                 R"(,"detail":)", Quote(e.detail), "}"));
   }
   absl::StrAppend(&out, R"(,"events":[)", absl::StrJoin(items, ","), "]");
   items.clear();

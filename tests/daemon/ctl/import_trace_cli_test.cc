@@ -78,12 +78,19 @@ TEST_F(ImportTraceCliTest, SubcommandHelp) {
   }
 }
 
-TEST_F(ImportTraceCliTest, AnalyzeIsNotYetImplemented) {
-  RunResult r = Exec({Ringside(), "import-trace", "--format=straggler-analysis", "--analyze", "-o",
-                      "json", Trace("AR")});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(r.err, "not yet implemented (issue #6)")) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
+// --analyze prints incidents instead of records: a table by default (the labelled traces are
+// checked in tests/integration/analyze_trace_test.cc).
+TEST_F(ImportTraceCliTest, AnalyzePrintsAnIncidentTable) {
+  RunResult r = Exec({Ringside(), "import-trace", "--format=straggler-analysis", "--analyze",
+                      Trace("AR")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "KIND")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "straggler")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "rank=0")) << r.out;
+  RunResult st = Exec({Ringside(), "import-trace", "--format=straggler-analysis", "--analyze",
+                       Trace("ST")});
+  EXPECT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_EQ(st.out, "no incidents\n");
 }
 
 TEST_F(ImportTraceCliTest, UsageErrorsExitTwo) {
