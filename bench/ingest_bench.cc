@@ -1,0 +1,258 @@
+// ringside-ingest-bench (issue #4): N simulated agents stream sample batches over loopback to one
+// real ringside-aggregator process; reports sustained samples per second per aggregator core (the
+// aggregator's own CPU time, read from /proc, so the load generator's CPU does not count) and the
+// aggregator's bytes of state per series (its own gauge, and the growth of its resident memory).
+//
+//   ringside-ingest-bench [--agents=64] [--series=1500] [--duration=10s] [--threads=2]
+//
+// Goal: 5 million samples/s per core and at most 64 bytes of state per series.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/common/flags.h"
+#include "daemon/common/protocol.h"
+#include "grpcpp/create_channel.h"
+#include "ringside/v1/ingest.grpc.pb.h"
+
+ABSL_FLAG(int, agents, 64, "Simulated agents (one stream each).");
+ABSL_FLAG(int, series, 1500, "Series per agent.");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "Measured streaming time.");
+ABSL_FLAG(int, threads, 2, "Load-generator threads.");
+ABSL_FLAG(std::string, aggregator, RINGSIDE_BENCH_AGGREGATOR, "The ringside-aggregator binary.");
+
+namespace {
+
+using ringside::v1::AgentMessage;
+using ringside::v1::AggregatorMessage;
+
+double ProcCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = s.rfind(')');
+  std::istringstream rest(s.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+long RssKib(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  std::string cmd = absl::StrCat("exec 3<>/dev/tcp/127.0.0.1/", port, "; printf 'GET ", path,
+                                 " HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3");
+  FILE* f = popen(absl::StrCat("bash -c \"", cmd, "\"").c_str(), "r");
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  if (f) pclose(f);
+  return out;
+}
+
+double Metric(const std::string& text, const std::string& name) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex("\\n" + name + "(\\{[^}]*\\})? ([0-9.e+]+)"))) {
+    return std::stod(m[2].str());
+  }
+  return -1;
+}
+
+struct Agent {
+  std::unique_ptr<ringside::v1::Ingest::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<AgentMessage, AggregatorMessage>> stream;
+  uint64_t seq = 0;
+  uint64_t acked = 0;
+  AgentMessage batch;  // reused: values change, ids stay
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
+  std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
+  absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
+  const int n_agents = absl::GetFlag(FLAGS_agents);
+  const int n_series = absl::GetFlag(FLAGS_series);
+  const int n_threads = std::max(1, absl::GetFlag(FLAGS_threads));
+
+  // The aggregator, memory only, on ephemeral loopback ports.
+  char log_path[] = "/tmp/ringside-ingest-bench-XXXXXX";
+  int log_fd = mkstemp(log_path);
+  pid_t agg = fork();
+  if (agg == 0) {
+    dup2(log_fd, 2);
+    std::string bin = absl::GetFlag(FLAGS_aggregator);
+    execl(bin.c_str(), bin.c_str(), "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+          absl::StrCat("--max-series-per-node=", n_series + 100).c_str(),
+          absl::StrCat("--max-nodes=", n_agents + 10).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int grpc_port = 0, http_port = 0;
+  for (int i = 0; i < 200 && (grpc_port == 0 || http_port == 0); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    std::ifstream in(log_path);
+    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (std::regex_search(log, m, std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
+      grpc_port = std::stoi(m[1].str());
+    }
+    if (std::regex_search(log, m, std::regex("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)"))) {
+      http_port = std::stoi(m[1].str());
+    }
+  }
+  if (grpc_port == 0) {
+    std::fprintf(stderr, "aggregator did not start (log %s)\n", log_path);
+    kill(agg, SIGKILL);
+    return 1;
+  }
+  const long rss_before = RssKib(agg);
+
+  // Connect every agent and define its series.
+  std::vector<Agent> agents(n_agents);
+  for (int a = 0; a < n_agents; ++a) {
+    Agent& ag = agents[a];
+    // One connection per agent, as real agents have (the aggregator caps streams per connection).
+    grpc::ChannelArguments channel_args;
+    channel_args.SetInt("ringside.bench.agent", a);
+    auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", grpc_port),
+                                             grpc::InsecureChannelCredentials(), channel_args);
+    ag.stub = ringside::v1::Ingest::NewStub(channel);
+    ag.ctx = std::make_unique<grpc::ClientContext>();
+    ag.stream = ag.stub->Stream(ag.ctx.get());
+    AgentMessage hello;
+    hello.mutable_hello()->set_node(absl::StrCat("bench-node-", a));
+    hello.mutable_hello()->set_agent_epoch(1000 + a);
+    hello.mutable_hello()->set_protocol_version(ringside::daemon::kProtocolVersion);
+    hello.mutable_hello()->set_min_protocol_version(ringside::daemon::kMinProtocolVersion);
+    ag.stream->Write(hello);
+    AggregatorMessage reply;
+    if (!ag.stream->Read(&reply) || !reply.has_hello_ack()) {
+      std::fprintf(stderr, "agent %d: no HelloAck\n", a);
+      kill(agg, SIGKILL);
+      return 1;
+    }
+    AgentMessage defs;
+    for (int s = 0; s < n_series; ++s) {
+      auto* d = defs.mutable_series_defs()->add_defs();
+      d->set_id(s);
+      d->set_source("infiniband");
+      d->set_device(absl::StrCat("mlx5_", s / 60));
+      d->set_port("1");
+      d->set_counter(absl::StrCat("counter_", s % 60));
+      d->set_priority(-1);
+      d->set_width(s % 3 == 0 ? 32 : 64);
+      d->set_unit("count");
+    }
+    ag.stream->Write(defs);
+    for (int s = 0; s < n_series; ++s) {
+      ag.batch.mutable_samples()->add_ids(s);
+      ag.batch.mutable_samples()->add_values(0);
+    }
+  }
+
+  // Stream: each thread drives its share of agents round robin; at most 16 unacked batches each.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> batches{0};
+  auto drive = [&](int t) {
+    int64_t ts = 1'700'000'000'000'000'000LL;
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (int a = t; a < n_agents; a += n_threads) {
+        Agent& ag = agents[a];
+        auto* b = ag.batch.mutable_samples();
+        b->set_timestamp_unix_nanos(ts);
+        for (int s = 0; s < n_series; ++s) b->set_values(s, b->values(s) + 1000 + s);
+        ag.batch.set_seq(++ag.seq);
+        if (!ag.stream->Write(ag.batch)) {
+          stop = true;
+          return;
+        }
+        while (ag.seq - ag.acked > 16) {
+          AggregatorMessage m;
+          if (!ag.stream->Read(&m)) {
+            stop = true;
+            return;
+          }
+          if (m.has_ack()) ag.acked = m.ack().acked_seq();
+        }
+        batches.fetch_add(1, std::memory_order_relaxed);
+      }
+      ts += 1'000'000'000;
+    }
+  };
+
+  // Warm-up, then the measured window.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n_threads; ++t) threads.emplace_back(drive, t);
+  absl::SleepFor(absl::Seconds(2));
+  const uint64_t b0 = batches.load();
+  const double cpu0 = ProcCpuSeconds(agg);
+  const absl::Time t0 = absl::Now();
+  absl::SleepFor(absl::GetFlag(FLAGS_duration));
+  const uint64_t b1 = batches.load();
+  const double cpu1 = ProcCpuSeconds(agg);
+  const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
+  stop = true;
+  for (auto& th : threads) th.join();
+
+  const std::string metrics = HttpGet(http_port, "/metrics");
+  const double series = Metric(metrics, "ringside_aggregator_series");
+  const double state_bytes = Metric(metrics, "ringside_aggregator_series_state_bytes");
+  const double steps = Metric(metrics, "ringside_aggregator_counter_steps_total");
+  const double received = Metric(metrics, "ringside_aggregator_samples_received_total");
+  const double rejected = Metric(metrics, "ringside_aggregator_samples_rejected_total");
+  const long rss_after = RssKib(agg);
+  for (Agent& ag : agents) {
+    ag.ctx->TryCancel();
+    (void)ag.stream->Finish();
+  }
+  kill(agg, SIGTERM);
+  waitpid(agg, nullptr, 0);
+  unlink(log_path);
+
+  const double samples = static_cast<double>(b1 - b0) * n_series;
+  const double cpu = cpu1 - cpu0;
+  const double per_core = cpu > 0 ? samples / cpu : 0;
+  const double total_series = static_cast<double>(n_agents) * n_series;
+  std::printf("ringside-ingest-bench (issue #4)\n");
+  std::printf("  agents %d x series %d = %.0f series; %d generator threads; window %.1f s\n",
+              n_agents, n_series, total_series, n_threads, wall);
+  std::printf("  samples acked in window     %.0f (%.2f M/s wall)\n", samples, samples / wall / 1e6);
+  std::printf("  aggregator CPU in window    %.2f s (%.0f %% of one core)\n", cpu, 100 * cpu / wall);
+  std::printf("  samples per aggregator core %.2f M/s   (goal >= 5 M/s: %s)\n", per_core / 1e6,
+              per_core >= 5e6 ? "met" : "NOT met");
+  std::printf("  series known to aggregator  %.0f; samples received %.0f, rejected %.0f; counter steps %.0f\n",
+              series, received, rejected, steps);
+  std::printf("  state bytes per series      %.1f (ringside_aggregator_series_state_bytes / series; goal <= 64: %s)\n",
+              series > 0 ? state_bytes / series : -1,
+              series > 0 && state_bytes / series <= 64 ? "met" : "NOT met");
+  std::printf("  RSS growth per series       %.1f bytes (everything: names, index, gRPC buffers)\n",
+              total_series > 0 ? (rss_after - rss_before) * 1024.0 / total_series : -1);
+  return 0;
+}
