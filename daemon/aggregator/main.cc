@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/aggregator/aggregator.h"
+#include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/aggregator_json.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
@@ -29,6 +30,12 @@ ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA: agents must present a certificate it signed (mTLS), and the node name in their "
           "Hello must match it.");
 ABSL_FLAG(bool, allow_insecure, false, "Allow plaintext on a non-loopback --listen.");
+ABSL_FLAG(bool, detect, true,
+          "Run the detectors (link flaps, pause storms, congestion, degraded links, stragglers) "
+          "over what the agents send, and log the incidents they open and resolve.");
+ABSL_FLAG(std::string, topology, "",
+          "ibnetdiscover output, or lines of \"node switch\", telling which leaf switch each node "
+          "hangs off (for pause-storm spread and straggler causes).");
 ABSL_FLAG(std::string, state_dir, "",
           "Folder of the durable journal (exactly-once across restarts); empty: memory only.");
 ABSL_FLAG(bool, dump_journal, false,
@@ -164,6 +171,22 @@ int main(int argc, char** argv) {
 
   absl::Notification stop;
   ringside::daemon::InstallStopSignals(&stop);
+
+  // The detectors (docs/detection.md), fed by ingest; incidents in <state-dir>/incidents.db.
+  std::unique_ptr<ringside::daemon::AnalysisHost> analysis;
+  if (absl::GetFlag(FLAGS_detect)) {
+    ringside::daemon::AnalysisHostOptions ao;
+    ao.state_dir = state_dir;
+    ao.topology_file = absl::GetFlag(FLAGS_topology);
+    ao.log = [](const std::string& m) { LogLine(m); };
+    auto host = ringside::daemon::AnalysisHost::Start(ao);
+    if (!host.ok()) {
+      std::fprintf(stderr, "ringside-aggregator: %s\n", host.status().ToString().c_str());
+      return 1;
+    }
+    analysis = std::move(*host);
+    o.observer = analysis.get();
+  }
 
   absl::StatusOr<std::unique_ptr<ringside::daemon::Aggregator>> agg =
       ringside::daemon::Aggregator::Start(o);

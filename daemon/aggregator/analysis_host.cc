@@ -1,0 +1,165 @@
+#include "daemon/aggregator/analysis_host.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "analysis/sqlite_incident_store.h"
+
+namespace ringside::daemon {
+namespace {
+
+std::optional<analysis::DeltaKind> DeltaOf(analysis::StepKind k) {
+  switch (k) {
+    case analysis::StepKind::kNormal:
+      return analysis::DeltaKind::kNormal;
+    case analysis::StepKind::kWrap:
+      return analysis::DeltaKind::kWrap;
+    case analysis::StepKind::kReset:
+      return analysis::DeltaKind::kReset;
+    case analysis::StepKind::kSaturated:
+      return analysis::DeltaKind::kSaturated;
+    default:
+      return std::nullopt;  // baseline, invalid, gauges
+  }
+}
+
+analysis::LinkState StateOf(v1::LinkState s) {
+  switch (s) {
+    case v1::LINK_STATE_UP:
+      return analysis::LinkState::kUp;
+    case v1::LINK_STATE_DOWN:
+      return analysis::LinkState::kDown;
+    default:
+      return analysis::LinkState::kUnknown;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOptions options) {
+  std::unique_ptr<AnalysisHost> host(new AnalysisHost(std::move(options)));
+  if (!host->options_.log) host->options_.log = [](const std::string&) {};
+  if (!host->options_.state_dir.empty()) {
+    auto store = analysis::SqliteIncidentStore::Open(host->options_.state_dir);
+    if (!store.ok()) return store.status();
+    host->store_ = std::move(*store);
+  }
+  if (!host->options_.topology_file.empty()) {
+    std::ifstream in(host->options_.topology_file);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat("cannot read --topology ", host->options_.topology_file));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto topo = analysis::Topology::Parse(text.str());
+    if (!topo.ok()) {
+      return absl::Status(topo.status().code(), absl::StrCat("--topology ", host->options_.topology_file,
+                                                             ": ", topo.status().message()));
+    }
+    host->topology_ = std::make_unique<analysis::Topology>(std::move(*topo));
+  }
+  host->analysis_ = std::make_unique<analysis::FabricAnalysis>(
+      analysis::FabricAnalysisOptions{}, host->store_.get(), host->topology_.get());
+  {
+    absl::MutexLock lock(&host->mu_);
+    if (absl::Status s = host->analysis_->Start(host->options_.now()); !s.ok()) return s;
+  }
+  AnalysisHost* raw = host.get();
+  host->flusher_ = std::thread([raw] {
+    while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.flush_interval)) {
+      raw->Flush(raw->options_.now());
+    }
+  });
+  return host;
+}
+
+AnalysisHost::~AnalysisHost() {
+  stop_.Notify();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+void AnalysisHost::OnSamples(absl::string_view node,
+                             absl::Span<const analysis::ObservedSample> samples) {
+  absl::MutexLock lock(&mu_);
+  for (const analysis::ObservedSample& s : samples) {
+    const analysis::SeriesRoute route = analysis::RouteOf(s.source, s.counter);
+    if (route == analysis::SeriesRoute::kNone) continue;
+    const absl::Time t = absl::FromUnixNanos(s.time_ns);
+    if (s.kind == analysis::SeriesKind::kCounter) {
+      std::optional<analysis::DeltaKind> kind = DeltaOf(s.step.kind);
+      if (!kind || s.prev_time_ns <= 0) continue;
+      analysis::CounterStep step{node, s.source, s.device, s.port, s.counter, s.priority, t,
+                                 absl::Nanoseconds(s.time_ns - s.prev_time_ns), s.step.delta,
+                                 *kind};
+      analysis_->OnCounter(step, route);
+    } else {
+      analysis::StateSample st{node, s.source, s.device, s.port, s.counter, t,
+                               static_cast<double>(s.raw)};
+      analysis_->OnState(st);
+    }
+  }
+}
+
+void AnalysisHost::OnCollectives(absl::string_view node, uint64_t, uint64_t, absl::Time,
+                                 const v1::CollectiveBatch& batch) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::CollectiveRecord& r : batch.records()) {
+    if (r.kernel_stop_unix_nanos() <= 0) continue;
+    analysis::CollectiveObservation o;
+    o.job = r.job_id();
+    o.comm_id = r.comm_id();
+    o.comm_name = r.comm_name();
+    o.rank = r.rank();
+    o.nranks = r.nranks();
+    o.global_rank = r.has_global_rank() ? static_cast<int64_t>(r.global_rank()) : -1;
+    o.function = r.function();
+    o.seq = r.seq();
+    o.bytes = r.bytes();
+    o.start_ns = r.kernel_start_unix_nanos();
+    o.stop_ns = r.kernel_stop_unix_nanos();
+    o.host = r.host().empty() ? std::string(node) : r.host();
+    o.pid = r.pid();
+    o.clock_synchronized = r.clock_synchronized();
+    o.peer = r.has_peer() ? r.peer() : -1;
+    analysis_->OnCollective(o);
+  }
+}
+
+void AnalysisHost::OnLinkEvents(absl::string_view node, uint64_t, uint64_t, absl::Time,
+                                const v1::LinkEvents& events) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::LinkEvent& e : events.events()) {
+    analysis::LinkEvent ev{node, e.source(), e.device(), e.port(),
+                           absl::FromUnixNanos(e.time_unix_nanos()), StateOf(e.from()),
+                           StateOf(e.to())};
+    analysis_->OnEvent(ev);
+  }
+}
+
+void AnalysisHost::Flush(absl::Time now) {
+  std::vector<analysis::IncidentChange> changes;
+  absl::Status s;
+  {
+    absl::MutexLock lock(&mu_);
+    s = analysis_->Flush(now, &changes);
+  }
+  if (!s.ok()) options_.log(absl::StrCat("incident store: ", s.ToString()));
+  for (const analysis::IncidentChange& c : changes) {
+    std::string entity;
+    for (const auto& [k, v] : c.incident.entity) absl::StrAppend(&entity, " ", k, "=", v);
+    options_.log(absl::StrCat("incident ", c.incident.id, " ",
+                              analysis::IncidentChangeTypeName(c.type), ": ",
+                              analysis::IncidentKindName(c.incident.kind), entity, " — ",
+                              c.incident.summary));
+  }
+}
+
+std::vector<analysis::Incident> AnalysisHost::OpenIncidents() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<analysis::Incident> out;
+  for (const analysis::Incident* i : analysis_->incidents().Open()) out.push_back(*i);
+  return out;
+}
+
+}  // namespace ringside::daemon

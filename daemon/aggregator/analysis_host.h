@@ -1,0 +1,63 @@
+// Runs the detectors inside the aggregator: an IngestObserver that feeds every accepted counter
+// step, state sample, collective record and link event to analysis::FabricAnalysis, flushes it
+// about once a second, logs each incident opened, updated or resolved, and keeps the incidents in
+// SQLite (incidents.db) under the state dir (memory only without one).
+#ifndef RINGSIDE_DAEMON_AGGREGATOR_ANALYSIS_HOST_H_
+#define RINGSIDE_DAEMON_AGGREGATOR_ANALYSIS_HOST_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "analysis/fabric_analysis.h"
+#include "analysis/incident_store.h"
+#include "analysis/topology.h"
+#include "daemon/aggregator/ingest_core.h"
+
+namespace ringside::daemon {
+
+struct AnalysisHostOptions {
+  std::string state_dir;      // incidents.db lives here; empty: memory only
+  std::string topology_file;  // ibnetdiscover output or "node switch" lines; empty: none
+  absl::Duration flush_interval = absl::Seconds(1);
+  std::function<absl::Time()> now = absl::Now;
+  std::function<void(const std::string&)> log;
+};
+
+class AnalysisHost final : public IngestObserver {
+ public:
+  static absl::StatusOr<std::unique_ptr<AnalysisHost>> Start(AnalysisHostOptions options);
+  ~AnalysisHost() override;
+
+  void OnSamples(absl::string_view node,
+                 absl::Span<const analysis::ObservedSample> samples) override;
+  void OnCollectives(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
+                     absl::Time received, const v1::CollectiveBatch& batch) override;
+  void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
+                    absl::Time received, const v1::LinkEvents& events) override;
+
+  // Runs the detectors' clocks to `now` and reports what changed (the flush thread calls it).
+  void Flush(absl::Time now);
+  // The incidents open now.
+  std::vector<analysis::Incident> OpenIncidents() const;
+
+ private:
+  explicit AnalysisHost(AnalysisHostOptions options) : options_(std::move(options)) {}
+
+  AnalysisHostOptions options_;
+  std::unique_ptr<analysis::IncidentStore> store_;
+  std::unique_ptr<analysis::Topology> topology_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<analysis::FabricAnalysis> analysis_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread flusher_;
+};
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_AGGREGATOR_ANALYSIS_HOST_H_

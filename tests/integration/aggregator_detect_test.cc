@@ -1,0 +1,63 @@
+// The detectors running inside ringside-aggregator on what a real agent sends: a port of a
+// generated tree taken down and up twice opens link_down, then link_flapping, in the aggregator's
+// log, and the incidents are kept in <state-dir>/incidents.db.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "sim/sysfs_tree.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ringside {
+namespace {
+
+using testing::BinaryPath;
+
+TEST(AggregatorDetectTest, FlappingPortOpensLinkDownThenLinkFlapping) {
+  testing::TempDir dir;
+  testing::TempDir tree;
+  sim::SysfsTreeWriter w(tree.path());
+  ASSERT_TRUE(w.AddHca(sim::HcaSpec{}).ok());
+  testing::Process agg({BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
+                        "--http-listen=", "--state-dir=" + dir.path() + "/state"},
+                       dir.path());
+  ASSERT_TRUE(agg.WaitForStderr("ingest (gRPC) listening", absl::Seconds(30))) << agg.Stderr();
+  std::smatch m;
+  std::string err = agg.Stderr();
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)")));
+  testing::Process agent({BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
+                          "--node-name=flappy", "--aggregator=127.0.0.1:" + m[1].str(),
+                          "--interval=100ms", "--listen=", "--nvml-library=",
+                          "--ethtool-source=off", "--link-events=false",
+                          "--collectives-socket="},
+                         dir.path());
+  absl::SleepFor(absl::Seconds(1));
+  auto flap = [&] {
+    ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 2).ok());
+    absl::SleepFor(absl::Milliseconds(500));
+    ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 4, 5).ok());
+    absl::SleepFor(absl::Milliseconds(500));
+  };
+  flap();
+  ASSERT_TRUE(agg.WaitForStderr("opened: link_down", absl::Seconds(20))) << agg.Stderr();
+  flap();
+  ASSERT_TRUE(agg.WaitForStderr("opened: link_flapping", absl::Seconds(20))) << agg.Stderr();
+  const std::string log = agg.Stderr();
+  EXPECT_NE(log.find("device=mlx5_0"), std::string::npos) << log;
+  EXPECT_NE(log.find("node=flappy"), std::string::npos) << log;
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(20)), 0);
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(absl::Seconds(20)), 0) << agg.Stderr();
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/state/incidents.db"));
+}
+
+}  // namespace
+}  // namespace ringside
