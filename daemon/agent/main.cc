@@ -283,6 +283,26 @@ int main(int argc, char** argv) {
     }
   }
 
+  ringside::daemon::RatePrinter rates(static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_rates_top))));
+  const bool print_rates = absl::GetFlag(FLAGS_print_rates);
+  auto on_cycle = [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
+    // Switch-side transitions the fabric scan saw join the same transition log.
+    if (fabric_scan != nullptr) {
+      std::vector<ringside::collectors::LinkEvent> events = fabric_scan->TakeEvents();
+      if (!events.empty()) link_log.Append(std::move(events));
+    }
+    if (uploader) uploader->OnSnapshot(*snap);
+    if (!print_rates) return;
+    std::string text = rates.Render(*snap);
+    if (!text.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  // The first cycle runs before /metrics opens, so no scrape ever sees a page without the node's
+  // series; Run() goes on one interval after it.
+  on_cycle(sampler.RunOnce());
+
   std::unique_ptr<prometheus::Exposer> exposer;
   ringside::daemon::ExpositionOptions eo;
   eo.version = RINGSIDE_VERSION;
@@ -318,22 +338,7 @@ int main(int argc, char** argv) {
     }).detach();
   }
 
-  ringside::daemon::RatePrinter rates(static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_rates_top))));
-  const bool print_rates = absl::GetFlag(FLAGS_print_rates);
-  sampler.Run(stop, [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
-    // Switch-side transitions the fabric scan saw join the same transition log.
-    if (fabric_scan != nullptr) {
-      std::vector<ringside::collectors::LinkEvent> events = fabric_scan->TakeEvents();
-      if (!events.empty()) link_log.Append(std::move(events));
-    }
-    if (uploader) uploader->OnSnapshot(*snap);
-    if (!print_rates) return;
-    std::string text = rates.Render(*snap);
-    if (!text.empty()) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    }
-  });
+  sampler.Run(stop, on_cycle);
   if (uploader) {
     // Bounded: what the aggregator has not acknowledged by then is lost (and logged).
     uploader->Shutdown(absl::GetFlag(FLAGS_upload_flush_timeout));

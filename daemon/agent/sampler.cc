@@ -27,6 +27,7 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
   snap->overruns_total = overruns_;
   snap->collectors.resize(collectors_.size());
   const absl::Time cycle_start = now_();
+  last_start_ = cycle_start;
   snap->timestamp = cycle_start;
   for (size_t i = 0; i < collectors_.size(); ++i) {
     collectors::CycleErrors errors;
@@ -64,8 +65,13 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
 
 void Sampler::Run(absl::Notification& stop,
                   const std::function<void(const std::shared_ptr<const AgentSnapshot>&)>& on_cycle) {
-  absl::Time next = now_();
+  // After a RunOnce() the schedule continues one interval after that cycle began.
+  absl::Time next = cycle_ > 0 ? last_start_ + options_.interval : now_();
   while (!stop.HasBeenNotified()) {
+    const absl::Time wait_until = next;
+    if (now_() < wait_until) {
+      if (stop.WaitForNotificationWithTimeout(wait_until - now_())) break;
+    }
     std::shared_ptr<const AgentSnapshot> snap = RunOnce();
     if (on_cycle) on_cycle(snap);
     next += options_.interval;
@@ -77,7 +83,6 @@ void Sampler::Run(absl::Notification& stop,
       next += options_.interval * missed;
       if (next < now) next = now;
     }
-    stop.WaitForNotificationWithTimeout(next - now_());
   }
 }
 

@@ -75,6 +75,7 @@ class Sampler {
   std::vector<absl::Time> last_error_log_;
   std::vector<uint64_t> errors_since_log_;
   uint64_t cycle_ = 0;
+  absl::Time last_start_;
   uint64_t overruns_ = 0;
 
   mutable absl::Mutex mu_;
