@@ -11,7 +11,8 @@ PACKAGES=(
   rdma-core libibverbs-dev libibumad-dev libibmad-dev infiniband-diags
   ibsim-utils libumad2sim0 opensm
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  prometheus prometheus-node-exporter
+  prometheus prometheus-node-exporter prometheus-alertmanager
+  libyaml-cpp-dev tmux
   iproute2 ethtool procps openssl
 )
 

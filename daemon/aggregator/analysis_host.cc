@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOp
     host->topology_ = std::make_unique<analysis::Topology>(std::move(*topo));
   }
   host->analysis_ = std::make_unique<analysis::FabricAnalysis>(
-      analysis::FabricAnalysisOptions{}, host->store_.get(), host->topology_.get());
+      host->options_.analysis, host->store_.get(), host->topology_.get());
   {
     absl::MutexLock lock(&host->mu_);
     if (absl::Status s = host->analysis_->Start(host->options_.now()); !s.ok()) return s;
@@ -153,6 +153,20 @@ void AnalysisHost::Flush(absl::Time now) {
                               analysis::IncidentKindName(c.incident.kind), entity, " — ",
                               c.incident.summary));
   }
+  if (changes.empty()) return;
+  absl::MutexLock lock(&listeners_mu_);
+  for (const ChangeListener& l : listeners_) l(changes);
+}
+
+void AnalysisHost::AddListener(ChangeListener listener) {
+  absl::MutexLock lock(&listeners_mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+void AnalysisHost::WithAnalysis(
+    const std::function<void(const analysis::FabricAnalysis&)>& fn) const {
+  absl::MutexLock lock(&mu_);
+  fn(*analysis_);
 }
 
 std::vector<analysis::Incident> AnalysisHost::OpenIncidents() const {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -22,6 +23,7 @@
 namespace ringside::daemon {
 
 struct AnalysisHostOptions {
+  analysis::FabricAnalysisOptions analysis;  // every detector threshold (aggregator flags)
   std::string state_dir;      // incidents.db lives here; empty: memory only
   std::string topology_file;  // ibnetdiscover output or "node switch" lines; empty: none
   absl::Duration flush_interval = absl::Seconds(1);
@@ -46,6 +48,17 @@ class AnalysisHost final : public IngestObserver {
   // The incidents open now.
   std::vector<analysis::Incident> OpenIncidents() const;
 
+  // Called on the flush thread, outside the analysis lock, with every batch of incident changes
+  // (opened, updated, resolved) in order. Alerts and WatchIncidents are made of these. A listener
+  // must not block for long (queue and return); it may call the const accessors above.
+  using ChangeListener = std::function<void(const std::vector<analysis::IncidentChange>&)>;
+  void AddListener(ChangeListener listener) ABSL_LOCKS_EXCLUDED(listeners_mu_);
+
+  // Runs `fn` with the analysis under its lock (read-only views for the Query API and /metrics).
+  void WithAnalysis(const std::function<void(const analysis::FabricAnalysis&)>& fn) const;
+  // The incident store (may be null: memory only). Thread-safe.
+  analysis::IncidentStore* store() const { return store_.get(); }
+
  private:
   explicit AnalysisHost(AnalysisHostOptions options) : options_(std::move(options)) {}
 
@@ -54,6 +67,8 @@ class AnalysisHost final : public IngestObserver {
   std::unique_ptr<analysis::Topology> topology_;
   mutable absl::Mutex mu_;
   std::unique_ptr<analysis::FabricAnalysis> analysis_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex listeners_mu_;
+  std::vector<ChangeListener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   absl::Notification stop_;
   std::thread flusher_;
 };
