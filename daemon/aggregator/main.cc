@@ -3,7 +3,9 @@
 // --state-dir, and serves /metrics, /healthz and /api/v1/... on --http-listen. Flags are parsed
 // here only and turned into AggregatorOptions (docs/aggregator.md).
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "analysis/detection_options.h"
 #include "daemon/aggregator/aggregator.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/aggregator_json.h"
@@ -67,6 +70,16 @@ ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
           "Drop a connection whose ping is not answered within this.");
 
+ABSL_FLAG(std::string, detection_config, "",
+          "File of detector thresholds, one \"name = value\" per line (docs/detection.md; "
+          "--list-detection-options prints every name with its default).");
+ABSL_FLAG(std::vector<std::string>, detect_set, {},
+          "Detector thresholds as name=value,name=value (after --detection-config), e.g. "
+          "--detect-set=link.flap_window=5m,straggler.window=50.");
+ABSL_FLAG(bool, list_detection_options, false,
+          "Print every detector threshold with its value (after --detection-config and "
+          "--detect-set) and exit.");
+
 namespace {
 
 using ringside::daemon::LogLine;
@@ -89,6 +102,35 @@ int main(int argc, char** argv) {
   std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
   absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
   ringside::daemon::SetLogProgram("ringside-aggregator");
+
+  // Detector thresholds: defaults, then the file, then --detect-set.
+  ringside::analysis::FabricAnalysisOptions detection;
+  if (const std::string file = absl::GetFlag(FLAGS_detection_config); !file.empty()) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::Status s = in ? ringside::analysis::ParseDetectionConfig(text.str(), detection)
+                        : absl::NotFoundError("cannot read the file");
+    if (!s.ok()) {
+      std::fprintf(stderr, "ringside-aggregator: --detection-config=%s: %s\n", file.c_str(),
+                   std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  for (const std::string& item : absl::GetFlag(FLAGS_detect_set)) {
+    if (absl::Status s = ringside::analysis::ParseDetectionAssignments(item, detection); !s.ok()) {
+      std::fprintf(stderr, "ringside-aggregator: --detect-set: %s\n",
+                   std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  if (absl::GetFlag(FLAGS_list_detection_options)) {
+    for (const auto& i : ringside::analysis::ListDetectionOptions(detection)) {
+      std::printf("%-40s %-10s %-9s %s\n", i.name.c_str(), i.value.c_str(), i.type.c_str(),
+                  i.help.c_str());
+    }
+    return 0;
+  }
 
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   if (absl::GetFlag(FLAGS_dump_journal)) {
@@ -176,6 +218,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<ringside::daemon::AnalysisHost> analysis;
   if (absl::GetFlag(FLAGS_detect)) {
     ringside::daemon::AnalysisHostOptions ao;
+    ao.analysis = detection;
     ao.state_dir = state_dir;
     ao.topology_file = absl::GetFlag(FLAGS_topology);
     ao.log = [](const std::string& m) { LogLine(m); };
