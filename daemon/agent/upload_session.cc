@@ -58,11 +58,17 @@ bool Uploader::BuildDefsLocked(Session* s) {
     s->pending_defs_.clear();
     s->pending_pos_ = 0;
   }
-  return defs->defs_size() > 0;
+  if (s->info_sent_version_ != info_version_) {
+    for (const v1::InfoRecord& r : info_) *defs->add_info() = r;
+    defs->set_has_info(true);
+    s->info_sent_version_ = info_version_;
+  }
+  return defs->defs_size() > 0 || defs->has_info();
 }
 
 const v1::AgentMessage* Uploader::NextMessageLocked(Session* s) {
-  if (!s->pending_defs_.empty() && BuildDefsLocked(s)) {
+  if ((!s->pending_defs_.empty() || s->info_sent_version_ != info_version_) &&
+      BuildDefsLocked(s)) {
     s->in_flight_kind_ = kSentSeriesDefs;
     return &s->defs_msg_;
   }

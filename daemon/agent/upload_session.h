@@ -64,6 +64,7 @@ class Uploader::Session final
   uint64_t cursor_ = 0;        // order of the last buffered entry written this session
   std::vector<bool> defined_;  // ids defined in this session
   std::vector<uint32_t> pending_defs_;
+  uint64_t info_sent_version_ = 0;  // Uploader::info_version_ last sent in this session
   size_t pending_pos_ = 0;
 };
 

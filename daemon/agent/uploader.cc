@@ -109,6 +109,35 @@ void Uploader::OnSnapshot(const AgentSnapshot& snap) {
     v1::SampleBatch* batch = msg.mutable_samples();
     const int64_t ts = absl::ToUnixNanos(snap.timestamp);
     batch->set_timestamp_unix_nanos(ts);
+    // Info records (SeriesDefs.info): sent again only when they change.
+    std::vector<const collectors::InfoRecord*> info;
+    for (const collectors::CollectorSnapshot& cs : snap.collectors) {
+      if (!cs.table) continue;
+      for (const collectors::InfoRecord& r : cs.table->info) info.push_back(&r);
+    }
+    const auto same = [](const collectors::InfoRecord* a, const v1::InfoRecord& b) {
+      if (a->source != b.source() || a->device != b.device() || a->port != b.port() ||
+          a->labels.size() != b.labels().size()) {
+        return false;
+      }
+      for (const auto& [k, v] : a->labels) {
+        auto it = b.labels().find(k);
+        if (it == b.labels().end() || it->second != v) return false;
+      }
+      return true;
+    };
+    if (info_version_ == 0 || info.size() != info_.size() ||
+        !std::equal(info.begin(), info.end(), info_.begin(), same)) {
+      info_.clear();
+      for (const collectors::InfoRecord* r : info) {
+        v1::InfoRecord& p = info_.emplace_back();
+        p.set_source(r->source);
+        p.set_device(r->device);
+        p.set_port(r->port);
+        for (const auto& [k, v] : r->labels) (*p.mutable_labels())[k] = v;
+      }
+      ++info_version_;
+    }
     for (const collectors::CollectorSnapshot& cs : snap.collectors) {
       if (!cs.table) continue;
       const std::vector<uint32_t>& ids = series_.IdsFor(cs.collector, cs.table, &changed);

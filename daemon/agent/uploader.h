@@ -180,6 +180,9 @@ class Uploader {
   UploadBuffer buffer_ ABSL_GUARDED_BY(mu_);
   SeriesIds series_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> current_ids_ ABSL_GUARDED_BY(mu_);  // ids of the latest cycle's tables
+  // The latest cycle's info records (SeriesDefs.info) and a version bumped when they change.
+  std::vector<v1::InfoRecord> info_ ABSL_GUARDED_BY(mu_);
+  uint64_t info_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
   Backoff backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time next_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

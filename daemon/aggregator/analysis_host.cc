@@ -137,6 +137,17 @@ void AnalysisHost::OnLinkEvents(absl::string_view node, uint64_t, uint64_t, absl
   }
 }
 
+void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::InfoRecord& r : defs.info()) {
+    if (r.source() != "netdev") continue;
+    auto dev = r.labels().find("rdma_device");
+    auto port = r.labels().find("rdma_port");
+    if (dev == r.labels().end() || port == r.labels().end()) continue;
+    analysis_->MapNetdev(node, r.device(), dev->second, port->second);
+  }
+}
+
 void AnalysisHost::Flush(absl::Time now) {
   std::vector<analysis::IncidentChange> changes;
   absl::Status s;

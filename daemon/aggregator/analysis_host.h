@@ -42,6 +42,8 @@ class AnalysisHost final : public IngestObserver {
                      absl::Time received, const v1::CollectiveBatch& batch) override;
   void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
                     absl::Time received, const v1::LinkEvents& events) override;
+  // The RoCE netdev ↔ RDMA port map from the agents' info records.
+  void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override;
 
   // Runs the detectors' clocks to `now` and reports what changed (the flush thread calls it).
   void Flush(absl::Time now);

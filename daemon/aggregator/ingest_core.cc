@@ -243,10 +243,12 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
     switch (type) {
       case MessageType::kSeriesDefs: {
         const v1::SeriesDefs& defs = m.series_defs();
-        if (static_cast<size_t>(defs.defs_size()) > options_.limits.max_defs_per_message) {
+        if (static_cast<size_t>(defs.defs_size()) > options_.limits.max_defs_per_message ||
+            static_cast<size_t>(defs.info_size()) > options_.limits.max_defs_per_message) {
           IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxDefsPerMessage);
           return absl::ResourceExhaustedError(
-              absl::StrCat("SeriesDefs of ", defs.defs_size(), " definitions exceeds ",
+              absl::StrCat("SeriesDefs of ", defs.defs_size(), " definitions and ",
+                           defs.info_size(), " info records exceeds ",
                            options_.limits.max_defs_per_message, " (--max-defs-per-message)"));
         }
         for (const v1::SeriesDef& d : defs.defs()) {
@@ -285,6 +287,7 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
           }
         }
         n.series->Compact();
+        if (defs.has_info() && observer_ != nullptr) observer_->OnInfo(n.name, defs);
         return absl::OkStatus();
       }
       case MessageType::kHello:

@@ -115,6 +115,8 @@ class IngestObserver {
                              absl::Time received, const v1::CollectiveBatch& batch) {}
   virtual void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
                             absl::Time received, const v1::LinkEvents& events) {}
+  // The node's complete set of info records (SeriesDefs.info), each time the agent sends it.
+  virtual void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {}
 };
 
 // The stream session as the core sees it (implemented by the gRPC reactor).

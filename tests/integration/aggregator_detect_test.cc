@@ -59,5 +59,47 @@ TEST(AggregatorDetectTest, FlappingPortOpensLinkDownThenLinkFlapping) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/state/incidents.db"));
 }
 
+// A RoCE port going down is seen twice by the agent: the RDMA port's state and its netdev's
+// operstate and carrier count. The agent's info records map the netdev to the RDMA port, so the
+// aggregator raises one link_down for mlx5_0 port 1, not a second one for eth0.
+TEST(AggregatorDetectTest, RoceNetdevAndItsRdmaPortAreOneLink) {
+  testing::TempDir dir;
+  testing::TempDir tree;
+  sim::SysfsTreeWriter w(tree.path());
+  sim::HcaSpec roce;
+  roce.link_layer = "Ethernet";
+  roce.rate = "200 Gb/sec (4X HDR)";
+  roce.netdev = "eth0";
+  ASSERT_TRUE(w.AddHca(roce).ok());
+  testing::Process agg({BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
+                        "--http-listen="},
+                       dir.path());
+  ASSERT_TRUE(agg.WaitForStderr("ingest (gRPC) listening", absl::Seconds(30))) << agg.Stderr();
+  std::smatch m;
+  std::string err = agg.Stderr();
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)")));
+  testing::Process agent({BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
+                          "--node-name=roce", "--aggregator=127.0.0.1:" + m[1].str(),
+                          "--interval=100ms", "--listen=", "--nvml-library=",
+                          "--ethtool-source=off", "--link-events=false",
+                          "--collectives-socket="},
+                         dir.path());
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 3).ok());
+  ASSERT_TRUE(w.SetNetdevAttr("eth0", "operstate", "down").ok());
+  ASSERT_TRUE(w.SetNetdevAttr("eth0", "carrier_down_count", "1").ok());
+  ASSERT_TRUE(agg.WaitForStderr("opened: link_down", absl::Seconds(20))) << agg.Stderr();
+  absl::SleepFor(absl::Seconds(1));  // both series sampled down several times
+  const std::string log = agg.Stderr();
+  size_t opened = 0;
+  for (size_t p = 0; (p = log.find("opened: link_down", p)) != std::string::npos; ++p) ++opened;
+  EXPECT_EQ(opened, 1u) << log;
+  EXPECT_NE(log.find("device=mlx5_0"), std::string::npos) << log;
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(20)), 0);
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(absl::Seconds(20)), 0) << agg.Stderr();
+}
+
 }  // namespace
 }  // namespace ringside
