@@ -25,6 +25,7 @@
 #include "analysis/congestion_detector.h"
 #include "analysis/correlator.h"
 #include "analysis/fabric_inputs.h"
+#include "analysis/fabric_views.h"
 #include "analysis/incidents.h"
 #include "analysis/link_detector.h"
 #include "analysis/pause_storm_detector.h"
@@ -71,6 +72,11 @@ class FabricAnalysis {
   const IncidentManager& incidents() const { return incidents_; }
   const Correlator& correlator() const { return correlator_; }
   size_t pending_findings() const { return findings_.size(); }
+
+  // Live views (analysis/fabric_views.h): every link seen, as of `now`; every judged rank of `job`
+  // (empty: every job). Unordered.
+  std::vector<LinkView> Links(absl::Time now) const;
+  std::vector<RankView> Stragglers(absl::string_view job) const;
 
  private:
   FabricAnalysisOptions options_;

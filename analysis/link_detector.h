@@ -37,6 +37,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
+#include "analysis/fabric_views.h"
 #include "analysis/finding.h"
 
 namespace ringside::analysis {
@@ -114,6 +115,8 @@ class LinkDetector {
   static bool Uses(absl::string_view source, absl::string_view counter);
 
   size_t links() const { return links_.size(); }
+  // Every link seen so far, as of `now` (the flapping window ends at `now`). Unordered.
+  std::vector<LinkView> Views(absl::Time now) const;
 
  private:
   struct Link;

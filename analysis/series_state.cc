@@ -1,20 +1,72 @@
 #include "analysis/series_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/bfloat16.h"
 
 namespace ringside::analysis {
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-void PushWindow(SeriesState& s, float v) {
-  s.window[s.window_next] = v;
-  s.window_next = static_cast<uint8_t>((s.window_next + 1) % kRateWindow);
-  if (s.window_size < kRateWindow) ++s.window_size;
+using series_internal::PackedSeries;
+
+constexpr int32_t kUnknownTick = std::numeric_limits<int32_t>::min();
+constexpr int64_t kMinTick = int64_t{kUnknownTick} + 1;
+constexpr int64_t kSecondNs = 1'000'000'000;
+
+// The packed fields (see series_internal::PackedSeries).
+constexpr uint8_t kStepMask = 0x07;
+constexpr uint8_t kSaturatesBit = 0x08;
+constexpr uint8_t kHasValueBit = 0x10;
+constexpr int kNextShift = 5;
+
+SeriesKind KindOf(const PackedSeries& s) { return static_cast<SeriesKind>(s.kind_width >> 6); }
+uint8_t WidthOf(const PackedSeries& s) { return static_cast<uint8_t>((s.kind_width & 0x3f) + 1); }
+StepKind LastStep(const PackedSeries& s) { return static_cast<StepKind>(s.bits & kStepMask); }
+bool HasValue(const PackedSeries& s) { return (s.bits & kHasValueBit) != 0; }
+bool Saturates(const PackedSeries& s) { return (s.bits & kSaturatesBit) != 0; }
+int WindowNext(const PackedSeries& s) { return s.bits >> kNextShift; }
+int WindowSize(const PackedSeries& s) {
+  // Every accepted step after the baseline writes one slot; a gauge's or state's baseline too.
+  if (!HasValue(s)) return 0;
+  const int writes = s.steps + (KindOf(s) == SeriesKind::kCounter ? 0 : 1);
+  return std::min(writes, kRateWindow);
+}
+
+void SetLastStep(PackedSeries& s, StepKind k) {
+  s.bits = static_cast<uint8_t>((s.bits & ~kStepMask) | static_cast<uint8_t>(k));
+}
+void SetWidth(PackedSeries& s, uint8_t width) {
+  const uint8_t w = (width == 0 || width > 64) ? 64 : width;
+  s.kind_width = static_cast<uint8_t>((s.kind_width & 0xc0) | (w - 1));
+}
+void SetSaturates(PackedSeries& s, bool saturates) {
+  s.bits = static_cast<uint8_t>((s.bits & ~kSaturatesBit) | (saturates ? kSaturatesBit : 0));
+}
+
+void PushWindow(PackedSeries& s, float v) {
+  const int next = WindowNext(s);
+  s.window[next] = FloatToBFloat16(v);
+  s.bits = static_cast<uint8_t>((s.bits & ((1 << kNextShift) - 1)) |
+                                (((next + 1) % kRateWindow) << kNextShift));
+}
+
+// A fresh series of this kind: no sample, no baseline; its id and identity kept.
+void ResetPacked(PackedSeries& s, SeriesKind kind, uint8_t width, bool saturates) {
+  const uint32_t id = s.id;
+  const uint32_t identity = s.identity;
+  s = PackedSeries{};
+  s.id = id;
+  s.identity = identity;
+  s.last_tick = kUnknownTick;
+  s.kind_width = static_cast<uint8_t>(static_cast<uint8_t>(kind) << 6);
+  SetWidth(s, width);
+  SetSaturates(s, saturates);
 }
 
 StepKind FromDelta(DeltaKind kind) {
@@ -81,52 +133,135 @@ float SeriesState::LatestRate() const {
   return window[(window_next + kRateWindow - 1) % kRateWindow];
 }
 
-void ResetSeriesState(SeriesState& state, SeriesKind kind, uint8_t width, bool saturates) {
-  state = SeriesState();
-  state.kind = kind;
-  state.width = (width == 0 || width > 64) ? 64 : width;
-  state.flags = saturates ? SeriesState::kSaturates : 0;
+// ---------------------------------------------------------------------------------------------
+
+NodeSeries::NodeSeries(SeriesLimits limits, SeriesIdentityPool* pool)
+    : limits_(limits), pool_(pool) {}
+
+NodeSeries::~NodeSeries() {
+  for (const Packed& s : series_) pool_->Release(s.identity);
 }
 
-StepResult ObserveSample(SeriesState& s, uint64_t raw, int64_t time_ns) {
+uint32_t NodeSeries::AcquireIdentity(const SeriesDefinition& def) {
+  return pool_->Acquire(
+      SeriesIdentityKey{def.source, def.device, def.port, def.counter, def.unit, def.priority});
+}
+
+int64_t NodeSeries::IndexOf(uint32_t id) const {
+  if (guess_ < series_.size() && series_[guess_].id == id) return guess_++;
+  auto it = std::lower_bound(series_.begin(), series_.end(), id,
+                             [](const Packed& s, uint32_t v) { return s.id < v; });
+  if (it == series_.end() || it->id != id) return -1;
+  const int64_t at = it - series_.begin();
+  guess_ = static_cast<uint32_t>(at + 1);
+  return at;
+}
+
+int32_t NodeSeries::TickOf(int64_t time_ns) {
+  if (!has_base_) {
+    has_base_ = true;
+    // Rounded toward zero, so that even the extreme int64 times give a base in range.
+    base_ns_ = time_ns / kTickNs * kTickNs;
+    origin_ns_ = time_ns / kSecondNs * kSecondNs;
+  }
+  if (cached_ && time_ns == cached_time_ns_) return cached_tick_;  // a batch shares one time
+  // Any two int64 times are apart by less than 2^64 ns: 64-bit unless the difference overflows.
+  int64_t diff;
+  int64_t ticks;
+  if (!__builtin_sub_overflow(time_ns, base_ns_, &diff)) {
+    ticks = diff / kTickNs - (diff % kTickNs < 0 ? 1 : 0);
+  } else {
+    const __int128 wide = static_cast<__int128>(time_ns) - base_ns_;
+    ticks = static_cast<int64_t>(wide / kTickNs - (wide % kTickNs < 0 ? 1 : 0));
+  }
+  int32_t tick;
+  if (ticks > kRebaseAfterNs / kTickNs) {
+    Rebase(ticks);
+    tick = 0;
+  } else {
+    tick = ticks < kMinTick ? kUnknownTick : static_cast<int32_t>(ticks);
+  }
+  cached_ = true;
+  cached_time_ns_ = time_ns;
+  cached_tick_ = tick;
+  return tick;
+}
+
+int64_t NodeSeries::TimeOfTick(int32_t tick) const {
+  int64_t t;
+  if (__builtin_add_overflow(base_ns_, int64_t{tick} * kTickNs, &t)) {
+    return tick < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+  }
+  return t;
+}
+
+void NodeSeries::Rebase(int64_t ticks) {
+  cached_ = false;
+  // ticks * kTickNs <= time_ns - base_ns_: the new base is at most the newest time.
+  base_ns_ = static_cast<int64_t>(static_cast<__int128>(base_ns_) +
+                                  static_cast<__int128>(ticks) * kTickNs);
+  for (Packed& s : series_) {
+    if (s.last_tick == kUnknownTick) continue;
+    const int64_t t = int64_t{s.last_tick} - ticks;
+    s.last_tick = t < kMinTick ? kUnknownTick : static_cast<int32_t>(t);
+  }
+}
+
+int32_t NodeSeries::SecondsOf(int64_t time_ns) const {
+  const __int128 diff = static_cast<__int128>(time_ns) - origin_ns_;
+  __int128 s = diff / kSecondNs;
+  if (diff % kSecondNs != 0 && diff < 0) --s;
+  return static_cast<int32_t>(std::clamp<__int128>(s, std::numeric_limits<int32_t>::min(),
+                                                   std::numeric_limits<int32_t>::max()));
+}
+
+StepResult NodeSeries::Step(Packed& s, uint64_t raw, int64_t time_ns, int32_t tick) {
   StepResult r;
-  if (!s.has_value()) {
-    if (s.kind == SeriesKind::kCounter && raw > CounterMax(s.width)) {
+  const SeriesKind kind = KindOf(s);
+  if (!HasValue(s)) {
+    if (kind == SeriesKind::kCounter && raw > CounterMax(WidthOf(s))) {
       r.accepted = true;
       r.kind = StepKind::kInvalid;
       r.rate = kNaN;
-      s.last_step = StepKind::kInvalid;
+      SetLastStep(s, StepKind::kInvalid);
       return r;
     }
     s.last_raw = raw;
-    s.last_time_ns = time_ns;
-    s.flags |= SeriesState::kHasValue;
+    s.last_tick = tick;
+    s.first_raw = raw;
+    s.first_second = SecondsOf(time_ns);
+    s.bits |= kHasValueBit;
     s.steps = 0;
     r.accepted = true;
-    if (s.kind == SeriesKind::kCounter) {
-      r.kind = s.last_step = StepKind::kBaseline;
+    if (kind == SeriesKind::kCounter) {
+      r.kind = StepKind::kBaseline;
       r.rate = kNaN;
     } else {
-      r.kind = s.last_step = StepKind::kValue;
+      r.kind = StepKind::kValue;
       r.rate = static_cast<float>(raw);
       PushWindow(s, r.rate);
     }
+    SetLastStep(s, r.kind);
     return r;
   }
-  if (time_ns <= s.last_time_ns) return r;  // not newer: ignored
+  // Not newer: ignored. A known time is above kUnknownTick, so a sample older than the range is
+  // ignored after a known one; after an unknown one, order cannot be told and it is taken.
+  const bool known_last = s.last_tick != kUnknownTick;
+  if (known_last && tick <= s.last_tick) return r;
   r.accepted = true;
   if (s.steps < UINT16_MAX) ++s.steps;
-  if (s.kind != SeriesKind::kCounter) {
+  if (kind != SeriesKind::kCounter) {
     s.last_raw = raw;
-    s.last_time_ns = time_ns;
-    r.kind = s.last_step = StepKind::kValue;
+    s.last_tick = tick;
+    r.kind = StepKind::kValue;
+    SetLastStep(s, r.kind);
     r.rate = static_cast<float>(raw);
     PushWindow(s, r.rate);
     return r;
   }
-  const Delta d = ComputeDelta(s.last_raw, raw, s.width, s.saturates());
+  const Delta d = ComputeDelta(s.last_raw, raw, WidthOf(s), Saturates(s));
   r.kind = FromDelta(d.kind);
-  s.last_step = r.kind;
+  SetLastStep(s, r.kind);
   if (d.kind == DeltaKind::kInvalid) {
     // A value the width cannot hold: garbage or a wrong definition. The baseline stays, so the
     // next good sample spans both intervals.
@@ -134,85 +269,36 @@ StepResult ObserveSample(SeriesState& s, uint64_t raw, int64_t time_ns) {
     PushWindow(s, kNaN);
     return r;
   }
-  const double dt = static_cast<double>(time_ns - s.last_time_ns) / 1e9;
   r.delta = d.value;
-  r.rate = d.kind == DeltaKind::kSaturated ? kNaN
-                                           : static_cast<float>(static_cast<double>(d.value) / dt);
+  if (d.kind == DeltaKind::kSaturated || !known_last || tick == kUnknownTick) {
+    r.rate = kNaN;  // a lower bound, or an interval of unknown length
+  } else {
+    // Both times lie within the node's range, so the difference fits; it is > 0 (newer tick).
+    const int64_t dt_ns = time_ns - TimeOfTick(s.last_tick);
+    r.rate = static_cast<float>(static_cast<double>(d.value) * 1e9 / static_cast<double>(dt_ns));
+  }
   s.total += d.value;
   s.last_raw = raw;
-  s.last_time_ns = time_ns;
+  s.last_tick = tick;
   PushWindow(s, r.rate);
   return r;
 }
 
-// ---------------------------------------------------------------------------------------------
-
-const std::string* StringPool::Acquire(absl::string_view s) {
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = refs_.try_emplace(std::string(s), 0);
-  if (inserted) chars_ += s.size();
-  ++it->second;
-  return &it->first;
-}
-
-void StringPool::Release(const std::string* s) {
-  if (s == nullptr) return;
-  absl::MutexLock lock(&mu_);
-  auto it = refs_.find(*s);
-  if (it == refs_.end()) return;
-  if (--it->second == 0) {
-    chars_ -= it->first.size();
-    refs_.erase(it);
-  }
-}
-
-size_t StringPool::size() const {
-  absl::MutexLock lock(&mu_);
-  return refs_.size();
-}
-
-size_t StringPool::bytes() const {
-  absl::MutexLock lock(&mu_);
-  // Each node: the key, the count and the node allocation; plus a slot pointer in the table.
-  return chars_ + refs_.size() * (sizeof(std::string) + sizeof(uint32_t) + 16 + sizeof(void*));
-}
-
-// ---------------------------------------------------------------------------------------------
-
-NodeSeries::NodeSeries(SeriesLimits limits, StringPool* pool) : limits_(limits), pool_(pool) {}
-
-NodeSeries::~NodeSeries() {
-  for (const Info& info : infos_) ReleaseInfo(info);
-}
-
-void NodeSeries::ReleaseInfo(const Info& info) {
-  pool_->Release(info.source);
-  pool_->Release(info.device);
-  pool_->Release(info.port);
-  pool_->Release(info.counter);
-  pool_->Release(info.unit);
-}
-
-NodeSeries::Info NodeSeries::MakeInfo(const SeriesDefinition& def) {
-  Info info;
-  info.source = pool_->Acquire(def.source);
-  info.device = pool_->Acquire(def.device);
-  info.port = pool_->Acquire(def.port);
-  info.counter = pool_->Acquire(def.counter);
-  info.unit = pool_->Acquire(def.unit);
-  info.id = def.id;
-  info.priority = def.priority;
-  info.first_raw = 0;
-  info.first_time_ns = 0;
-  return info;
-}
-
-int64_t NodeSeries::IndexOf(uint32_t id) const {
-  if (guess_ < infos_.size() && infos_[guess_].id == id) return guess_++;
-  auto it = index_.find(id);
-  if (it == index_.end()) return -1;
-  guess_ = it->second + 1;
-  return it->second;
+SeriesState NodeSeries::StateOf(const Packed& p) const {
+  SeriesState s;
+  s.last_raw = p.last_raw;
+  s.last_time_ns = HasValue(p) && p.last_tick != kUnknownTick ? TimeOfTick(p.last_tick) : 0;
+  s.total = p.total;
+  for (int i = 0; i < kRateWindow; ++i) s.window[i] = BFloat16ToFloat(p.window[i]);
+  s.kind = KindOf(p);
+  s.width = WidthOf(p);
+  s.flags = static_cast<uint8_t>((Saturates(p) ? SeriesState::kSaturates : 0) |
+                                 (HasValue(p) ? SeriesState::kHasValue : 0));
+  s.last_step = LastStep(p);
+  s.window_next = static_cast<uint8_t>(WindowNext(p));
+  s.window_size = static_cast<uint8_t>(WindowSize(p));
+  s.steps = p.steps;
+  return s;
 }
 
 absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefinition& def) {
@@ -229,66 +315,62 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
     return absl::InvalidArgumentError(
         absl::StrCat("series ", def.id, ": width ", def.width, " is not in 1..64"));
   }
-  const uint8_t width = def.kind == SeriesKind::kCounter ? def.width : 64;
+  const uint8_t width = def.kind == SeriesKind::kCounter && def.width != 0 ? def.width : 64;
   const int64_t at = IndexOf(def.id);
   if (at < 0) {
-    if (states_.size() >= limits_.max_series_per_node) {
-      return absl::ResourceExhaustedError(absl::StrCat("series limit reached: ", states_.size(),
+    if (series_.size() >= limits_.max_series_per_node) {
+      return absl::ResourceExhaustedError(absl::StrCat("series limit reached: ", series_.size(),
                                                        " series defined, at most ",
                                                        limits_.max_series_per_node, " per node"));
     }
-    SeriesState state;
-    ResetSeriesState(state, def.kind, width, def.saturates);
-    index_[def.id] = static_cast<uint32_t>(states_.size());
-    states_.push_back(state);
-    infos_.push_back(MakeInfo(def));
+    Packed s{};
+    s.id = def.id;
+    s.identity = AcquireIdentity(def);
+    ResetPacked(s, def.kind, width, def.saturates);
+    if (series_.empty() || series_.back().id < def.id) {
+      series_.push_back(s);
+    } else {  // an id below the largest: in order (rare)
+      auto pos = std::lower_bound(series_.begin(), series_.end(), def.id,
+                                  [](const Packed& p, uint32_t v) { return p.id < v; });
+      series_.insert(pos, s);
+    }
     return DefineResult::kNew;
   }
-  Info& info = infos_[at];
-  SeriesState& state = states_[at];
-  const bool same_series = *info.source == def.source && *info.device == def.device &&
-                           *info.port == def.port && *info.counter == def.counter &&
-                           info.priority == def.priority;
+  Packed& s = series_[at];
+  const SeriesIdentity& cur = pool_->Get(s.identity);
+  const bool same_series = *cur.source == def.source && *cur.device == def.device &&
+                           *cur.port == def.port && *cur.counter == def.counter &&
+                           cur.priority == def.priority;
   if (!same_series) {
-    ReleaseInfo(info);
-    info = MakeInfo(def);
-    ResetSeriesState(state, def.kind, width, def.saturates);
+    const uint32_t old = s.identity;
+    s.identity = AcquireIdentity(def);
+    pool_->Release(old);
+    ResetPacked(s, def.kind, width, def.saturates);
     return DefineResult::kReplaced;
   }
-  const bool same_shape = state.kind == def.kind && state.width == ((width == 0) ? 64 : width) &&
-                          state.saturates() == def.saturates && *info.unit == def.unit;
+  const bool same_unit = *cur.unit == def.unit;
+  const bool same_shape =
+      KindOf(s) == def.kind && WidthOf(s) == width && Saturates(s) == def.saturates && same_unit;
   if (same_shape) return DefineResult::kUnchanged;
-  if (*info.unit != def.unit) {
-    pool_->Release(info.unit);
-    info.unit = pool_->Acquire(def.unit);
+  if (!same_unit) {
+    const uint32_t old = s.identity;
+    s.identity = AcquireIdentity(def);
+    pool_->Release(old);
   }
-  if (state.kind != def.kind) {
-    ResetSeriesState(state, def.kind, width, def.saturates);
-    info.first_raw = 0;
-    info.first_time_ns = 0;
+  if (KindOf(s) != def.kind) {
+    ResetPacked(s, def.kind, width, def.saturates);  // a new window and baseline
   } else {
-    state.width = (width == 0 || width > 64) ? 64 : width;
-    state.flags = static_cast<uint8_t>((state.flags & ~SeriesState::kSaturates) |
-                                       (def.saturates ? SeriesState::kSaturates : 0));
+    SetWidth(s, width);
+    SetSaturates(s, def.saturates);
   }
   return DefineResult::kUpdated;
 }
 
-void NodeSeries::Take(size_t at, uint64_t raw, int64_t time_ns, StepResult* result) {
-  SeriesState& state = states_[at];
-  const bool first = !state.has_value();
-  *result = ObserveSample(state, raw, time_ns);
-  if (first && state.has_value()) {
-    infos_[at].first_raw = raw;
-    infos_[at].first_time_ns = time_ns;
-  }
-}
-
 absl::StatusOr<StepResult> NodeSeries::Observe(uint32_t id, uint64_t raw, int64_t time_ns) {
-  const int64_t at = IndexOf(id);
-  if (at < 0) return absl::NotFoundError(absl::StrCat("series id ", id, " was never defined"));
   StepResult r;
-  Take(static_cast<size_t>(at), raw, time_ns, &r);
+  if (!TryObserve(id, raw, time_ns, &r)) {
+    return absl::NotFoundError(absl::StrCat("series id ", id, " was never defined"));
+  }
   return r;
 }
 
@@ -296,18 +378,19 @@ bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResu
                             ObservedSample* detail) {
   const int64_t at = IndexOf(id);
   if (at < 0) return false;
-  SeriesState& state = states_[at];
-  const int64_t prev = state.has_value() ? state.last_time_ns : 0;
-  Take(static_cast<size_t>(at), raw, time_ns, result);
+  const int32_t tick = TickOf(time_ns);  // first: it may move every series' time
+  Packed& s = series_[at];
+  const int64_t prev = HasValue(s) && s.last_tick != kUnknownTick ? TimeOfTick(s.last_tick) : 0;
+  *result = Step(s, raw, time_ns, tick);
   if (detail != nullptr) {
-    const Info& info = infos_[at];
+    const SeriesIdentity& info = pool_->Get(s.identity);
     detail->id = id;
     detail->source = *info.source;
     detail->device = *info.device;
     detail->port = *info.port;
     detail->counter = *info.counter;
     detail->priority = info.priority;
-    detail->kind = state.kind;
+    detail->kind = KindOf(s);
     detail->time_ns = time_ns;
     detail->prev_time_ns = prev;
     detail->raw = raw;
@@ -316,43 +399,42 @@ bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResu
   return true;
 }
 
-void NodeSeries::Compact() {
-  states_.shrink_to_fit();
-  infos_.shrink_to_fit();
-}
+void NodeSeries::Compact() { series_.shrink_to_fit(); }
 
-const SeriesState* NodeSeries::Find(uint32_t id) const {
-  auto it = index_.find(id);
-  return it == index_.end() ? nullptr : &states_[it->second];
+std::optional<SeriesState> NodeSeries::Find(uint32_t id) const {
+  const int64_t at = IndexOf(id);
+  if (at < 0) return std::nullopt;
+  return StateOf(series_[at]);
 }
 
 std::vector<SeriesView> NodeSeries::Views() const {
   std::vector<SeriesView> out;
-  out.reserve(states_.size());
-  for (size_t i = 0; i < states_.size(); ++i) {
-    const Info& info = infos_[i];
+  out.reserve(series_.size());
+  for (const Packed& p : series_) {
+    const SeriesIdentity& info = pool_->Get(p.identity);
     SeriesView v;
-    v.def.id = info.id;
+    v.def.id = p.id;
     v.def.source = *info.source;
     v.def.device = *info.device;
     v.def.port = *info.port;
     v.def.counter = *info.counter;
     v.def.unit = *info.unit;
     v.def.priority = info.priority;
-    v.def.kind = states_[i].kind;
-    v.def.width = states_[i].width;
-    v.def.saturates = states_[i].saturates();
-    v.state = states_[i];
-    v.first_raw = info.first_raw;
-    v.first_time_ns = info.first_time_ns;
+    v.def.kind = KindOf(p);
+    v.def.width = WidthOf(p);
+    v.def.saturates = Saturates(p);
+    v.state = StateOf(p);
+    if (HasValue(p)) {
+      v.first_raw = p.first_raw;
+      v.first_time_ns = origin_ns_ + int64_t{p.first_second} * kSecondNs;
+    }
     out.push_back(std::move(v));
   }
   return out;
 }
 
 size_t NodeSeries::MemoryBytes() const {
-  return states_.capacity() * sizeof(SeriesState) + infos_.capacity() * sizeof(Info) +
-         index_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1) + sizeof(*this);
+  return series_.capacity() * sizeof(Packed) + sizeof(*this);
 }
 
 // ---------------------------------------------------------------------------------------------

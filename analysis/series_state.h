@@ -1,30 +1,44 @@
 // Per-series state for the aggregator: the last raw reading and its time, the counter's kind,
 // width and saturation, how the last step was classified (normal, wrap, reset, saturated told
-// apart), the cumulative delta since the series was first seen, and a bounded window of recent
-// per-second rates (counters) or values (gauges, states) for the detectors — 64 bytes a series.
+// apart), the cumulative delta since the series was first seen with that first reading, and a
+// bounded window of recent per-second rates (counters) or values (gauges, states) for the
+// detectors.
 //
-// A NodeSeries holds one node's series by the agent's id, with a limit on how many; a SeriesStore
-// holds the nodes, with a limit on how many. Pure logic: time is the sample's own timestamp.
+// A NodeSeries holds one node's series, sorted by the agent's id, with a limit on how many; a
+// SeriesStore holds the nodes, with a limit on how many. Pure logic: time is the sample's own
+// timestamp.
 //
-// Thread safety: SeriesStore's node table and StringPool are thread-safe; one NodeSeries is
-// thread-compatible (the caller serializes access to one node; different nodes run in parallel).
+// Memory: one series costs NodeSeries::kBytesPerSeries (60) bytes, everything included — its
+// state, its baseline, its id (the table is sorted by id: no index) and a 4-byte handle to its
+// identity (source, device, port, counter, unit, priority), interned once for all nodes in a
+// SeriesIdentityPool. To fit, times are kept as 32-bit counts of 10 µs from a per-node base
+// (about ±6 h around it; see NodeSeries), the first sample's time to the second, and the rate
+// window as bfloat16 (analysis/bfloat16.h: float32's range, 8 significant bits, at most 0.4 %
+// off). Raw values and totals are exact; so are the rates a step returns (StepResult, the
+// detectors' input): only the stored window is rounded.
+//
+// Thread safety: SeriesStore's node table and SeriesIdentityPool are thread-safe; one NodeSeries
+// is thread-compatible (the caller serializes access to one node; different nodes run in
+// parallel).
 #ifndef RINGSIDE_ANALYSIS_SERIES_STATE_H_
 #define RINGSIDE_ANALYSIS_SERIES_STATE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "analysis/counter_math.h"
+#include "analysis/series_identity.h"
 
 namespace ringside::analysis {
 
@@ -46,11 +60,15 @@ absl::string_view StepKindName(StepKind kind);
 
 inline constexpr int kRateWindow = 8;
 
-// The hot state of one series. Rates are per second over the step that ended at each sample
-// (NaN when unknown: saturated or invalid steps); for gauges and states the window holds values.
+// A copy of one series' state, for readers (NodeSeries::Find, SeriesView). Rates are per second
+// over the step that ended at each sample (NaN when unknown: saturated or invalid steps, or a
+// step from a sample older than the node's time range); for gauges and states the window holds
+// values. Window values come from bfloat16 (within 0.4 %).
 struct SeriesState {
   uint64_t last_raw = 0;
-  int64_t last_time_ns = 0;  // unix nanoseconds of last_raw, on the agent's clock
+  // Unix nanoseconds of last_raw on the agent's clock, to 10 µs (rounded down); 0 before the
+  // first sample, and when the sample is older than the node's time range (about 6 h).
+  int64_t last_time_ns = 0;
   // Sum of the counter's deltas since the aggregator first saw the series (modulo 2^64): over any
   // stretch of samples, including ones with wraps or missing batches, the difference of two totals
   // equals the counter's increase. Resets add the value counted since the reset; saturated steps
@@ -58,7 +76,7 @@ struct SeriesState {
   uint64_t total = 0;
   float window[kRateWindow] = {};
   SeriesKind kind = SeriesKind::kCounter;
-  uint8_t width = 64;  // 1..64 (0 is taken as 64)
+  uint8_t width = 64;  // 1..64
   uint8_t flags = 0;
   StepKind last_step = StepKind::kNone;
   uint8_t window_next = 0;  // slot of the next write
@@ -75,7 +93,6 @@ struct SeriesState {
   // The newest rate (or value); NaN when the window is empty.
   float LatestRate() const;
 };
-static_assert(sizeof(SeriesState) <= 64, "series state must stay within one cache line");
 
 // What one sample did.
 struct StepResult {
@@ -84,12 +101,6 @@ struct StepResult {
   uint64_t delta = 0;  // counters: the increase this step
   float rate = 0;      // counters: per second (NaN when unknown); gauges/states: the value
 };
-
-// Takes one sample in. `time_ns` must be later than the last accepted sample's.
-StepResult ObserveSample(SeriesState& state, uint64_t raw, int64_t time_ns);
-
-// Initializes a state for a series of this kind.
-void ResetSeriesState(SeriesState& state, SeriesKind kind, uint8_t width, bool saturates);
 
 // One accepted sample with its series' names, for observers (the detectors' CounterStep and
 // StateSample are built from it). The views point at interned names: valid while the caller holds
@@ -102,8 +113,9 @@ struct ObservedSample {
   absl::string_view counter;
   int32_t priority = -1;
   SeriesKind kind = SeriesKind::kCounter;
-  int64_t time_ns = 0;
-  int64_t prev_time_ns = 0;  // of the previous accepted sample (0 for a baseline)
+  int64_t time_ns = 0;       // the sample's own time, exact
+  int64_t prev_time_ns = 0;  // of the previous accepted sample, to 10 µs (0 for a baseline, or
+                             // when that sample is older than the node's time range)
   uint64_t raw = 0;
   StepResult step;
 };
@@ -127,24 +139,9 @@ struct SeriesView {
   SeriesDefinition def;
   SeriesState state;
   // The first sample taken in (the baseline of `state.total`): total == the counter's increase
-  // since then. 0/0 before any sample.
+  // since then. first_time_ns is to the second (rounded down). 0/0 before any sample.
   uint64_t first_raw = 0;
   int64_t first_time_ns = 0;
-};
-
-// Interned strings with reference counts: the few hundred distinct source, device, port, counter
-// and unit names of a cluster are stored once. Thread-safe.
-class StringPool {
- public:
-  const std::string* Acquire(absl::string_view s) ABSL_LOCKS_EXCLUDED(mu_);
-  void Release(const std::string* s) ABSL_LOCKS_EXCLUDED(mu_);
-  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
-  size_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);  // an estimate, with the table's overhead
-
- private:
-  mutable absl::Mutex mu_;
-  absl::node_hash_map<std::string, uint32_t> refs_ ABSL_GUARDED_BY(mu_);
-  size_t chars_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 struct SeriesLimits {
@@ -152,12 +149,44 @@ struct SeriesLimits {
   size_t max_string_bytes = 256;  // each of source, device, port, counter, unit
 };
 
-// One node's series, by the agent's id. Thread-compatible.
+namespace series_internal {
+
+// The stored form of one series: 60 bytes, 4-byte aligned (so a table of them has no padding).
+#pragma pack(push, 4)
+struct PackedSeries {
+  uint64_t last_raw;
+  uint64_t total;
+  uint64_t first_raw;
+  int32_t last_tick;     // time of last_raw: 10 µs units from the node's base; kUnknownTick
+  int32_t first_second;  // time of first_raw: seconds from the node's origin
+  uint32_t id;
+  uint32_t identity;             // SeriesIdentityPool handle
+  uint16_t window[kRateWindow];  // bfloat16
+  uint8_t kind_width;            // kind << 6 | (width - 1)
+  uint8_t bits;                  // last_step | saturates << 3 | has_value << 4 | window_next << 5
+  uint16_t steps;
+};
+#pragma pack(pop)
+
+}  // namespace series_internal
+
+// One node's series, sorted by the agent's id. Thread-compatible.
+//
+// Time: a series keeps its last sample's time as a signed 32-bit count of 10 µs from the node's
+// base (the first sample's time), so ±5.9 h around it. When a sample runs more than
+// kRebaseAfter past the base, the base moves to it and every series' time is shifted; a series
+// whose last sample is then older than the range keeps its raw value and total exactly, but its
+// time becomes unknown: its next step's delta is exact and its rate NaN. Two samples of one
+// series less than 10 µs apart count as the same time (the later is ignored as not newer).
 class NodeSeries {
  public:
   enum class DefineResult { kNew, kUnchanged, kUpdated, kReplaced };
 
-  NodeSeries(SeriesLimits limits, StringPool* pool);
+  static constexpr size_t kBytesPerSeries = sizeof(series_internal::PackedSeries);
+  static constexpr int64_t kTickNs = 10'000;
+  static constexpr int64_t kRebaseAfterNs = int64_t{2} * 3600 * 1'000'000'000;
+
+  NodeSeries(SeriesLimits limits, SeriesIdentityPool* pool);
   ~NodeSeries();
   NodeSeries(const NodeSeries&) = delete;
   NodeSeries& operator=(const NodeSeries&) = delete;
@@ -166,6 +195,8 @@ class NodeSeries {
   // with a changed kind, width, unit or saturation keeps its state (a changed kind starts a new
   // window and baseline); another series under the same id replaces it and starts from scratch.
   // InvalidArgument for a malformed definition; ResourceExhausted past max_series_per_node.
+  // Agents number their series densely and in order, so a new id is normally the largest (an
+  // append); a smaller one is inserted in order.
   absl::StatusOr<DefineResult> Define(const SeriesDefinition& def);
 
   // Takes a sample of `id` in. NotFound when the id was never defined (the sample is ignored).
@@ -176,41 +207,45 @@ class NodeSeries {
   bool TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResult* result,
                   ObservedSample* detail = nullptr);
 
-  // Gives back the tables' spare capacity (after a batch of definitions).
+  // Gives back the table's spare capacity (after a batch of definitions).
   void Compact();
 
-  const SeriesState* Find(uint32_t id) const;
-  std::vector<SeriesView> Views() const;  // in definition order
-  size_t size() const { return states_.size(); }
-  // Estimated heap bytes: hot state, definitions and the id index (the interned strings are
-  // shared and counted by the pool).
+  std::optional<SeriesState> Find(uint32_t id) const;
+  std::vector<SeriesView> Views() const;  // in id order
+  size_t size() const { return series_.size(); }
+  // Heap bytes of this node: the series table at its capacity, and the node itself (the
+  // identities are shared and counted by the pool).
   size_t MemoryBytes() const;
   const SeriesLimits& limits() const { return limits_; }
+  // Unix nanoseconds that tick 0 stands for (0 before the first sample).
+  int64_t time_base_ns() const { return base_ns_; }
 
  private:
-  struct Info {  // the cold part of a series (64 bytes): its names and its baseline
-    const std::string* source;
-    const std::string* device;
-    const std::string* port;
-    const std::string* counter;
-    const std::string* unit;
-    uint32_t id;
-    int32_t priority;
-    uint64_t first_raw;
-    int64_t first_time_ns;
-  };
-  void Take(size_t at, uint64_t raw, int64_t time_ns, StepResult* result);
+  using Packed = series_internal::PackedSeries;
   int64_t IndexOf(uint32_t id) const;
-  void ReleaseInfo(const Info& info);
-  Info MakeInfo(const SeriesDefinition& def);
+  int32_t TickOf(int64_t time_ns);  // rebases when the time runs past the range
+  void Rebase(int64_t ticks);
+  int64_t TimeOfTick(int32_t tick) const;  // unix nanoseconds (saturated to int64)
+  int32_t SecondsOf(int64_t time_ns) const;
+  StepResult Step(Packed& s, uint64_t raw, int64_t time_ns, int32_t tick);
+  SeriesState StateOf(const Packed& s) const;
+  uint32_t AcquireIdentity(const SeriesDefinition& def);
 
   SeriesLimits limits_;
-  StringPool* pool_;
-  std::vector<SeriesState> states_;
-  std::vector<Info> infos_;                        // parallel to states_
-  absl::flat_hash_map<uint32_t, uint32_t> index_;  // id → position
-  mutable uint32_t guess_ = 0;  // batches list ids in definition order: try the next position first
+  SeriesIdentityPool* pool_;
+  std::vector<Packed> series_;  // ascending ids
+  bool has_base_ = false;
+  int64_t base_ns_ = 0;    // tick 0, a multiple of kTickNs
+  int64_t origin_ns_ = 0;  // second 0 of first_second: the node's first sample, in whole seconds
+  mutable uint32_t guess_ = 0;  // batches list ids in order: try the next position first
+  // The last time converted to a tick (a batch's samples share one time).
+  bool cached_ = false;
+  int32_t cached_tick_ = 0;
+  int64_t cached_time_ns_ = 0;
 };
+static_assert(NodeSeries::kBytesPerSeries == 60,
+              "a series must stay within 64 bytes with its share of the pools");
+static_assert(alignof(series_internal::PackedSeries) == 4);
 
 // The nodes' series. AddNode and FindNode are thread-safe and return pointers that stay valid for
 // the store's lifetime (nodes are never removed).
@@ -226,12 +261,12 @@ class SeriesStore {
   absl::StatusOr<NodeSeries*> AddNode(absl::string_view node) ABSL_LOCKS_EXCLUDED(mu_);
   NodeSeries* FindNode(absl::string_view node) const ABSL_LOCKS_EXCLUDED(mu_);
   size_t nodes() const ABSL_LOCKS_EXCLUDED(mu_);
-  const StringPool& pool() const { return pool_; }
+  const SeriesIdentityPool& pool() const { return pool_; }
   const Options& options() const { return options_; }
 
  private:
   const Options options_;
-  StringPool pool_;
+  SeriesIdentityPool pool_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<NodeSeries>> nodes_ ABSL_GUARDED_BY(mu_);
 };

@@ -120,6 +120,19 @@ void StragglerDetector::Complete(Comm& comm, const std::string& function, const 
   // Instance times on rank 0's clock (spans are what matter, so clock offsets cancel).
   j.begin_ns = p.ranks[0].start_ns;
   j.end_ns = p.ranks[0].start_ns + p.ranks[0].duration_ns;
+  int64_t shortest = p.ranks[0].duration_ns;
+  for (const Arrival& a : p.ranks) {
+    j.span_ns = std::max(j.span_ns, a.duration_ns);
+    shortest = std::min(shortest, a.duration_ns);
+  }
+  std::vector<double>& wait = comm.wait[function];
+  wait.resize(n, -1);
+  const double alpha = 2.0 / (std::max(options_.window, 1) + 1);
+  for (size_t r = 0; r < n; ++r) {
+    const int64_t d = p.ranks[r].duration_ns;
+    const double w = d > 0 ? static_cast<double>(d - shortest) / static_cast<double>(d) : 0;
+    wait[r] = wait[r] < 0 ? w : wait[r] + alpha * (w - wait[r]);
+  }
   std::deque<Judged>& window = comm.windows[function];
   window.push_back(j);
   while (window.size() > static_cast<size_t>(options_.window)) window.pop_front();

@@ -38,8 +38,10 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "analysis/collective_observation.h"
+#include "analysis/fabric_views.h"
 #include "analysis/finding.h"
 
 namespace ringside::analysis {
@@ -75,6 +77,9 @@ class StragglerDetector {
 
   uint64_t instances_completed() const { return completed_; }
   uint64_t instances_expired() const { return expired_; }
+  // Every rank of every communicator of `job` (empty: every job) with at least one judged instance.
+  // Per rank, the function whose window shows it last most often. Unordered.
+  std::vector<RankView> Ranks(absl::string_view job) const;
 
  private:
   struct Arrival {
@@ -94,6 +99,7 @@ class StragglerDetector {
     int64_t gap_ns = 0;
     int64_t end_ns = 0;      // when the instance completed (latest stop)
     int64_t begin_ns = 0;    // earliest start
+    int64_t span_ns = 0;     // the longest kernel time: the instance's duration
   };
   struct Worker {
     std::string host;
@@ -116,6 +122,9 @@ class StragglerDetector {
     std::string flagged_function; // the function whose window flagged it
     double flagged_score = 0;
     std::map<std::tuple<std::string, int>, SizeClass> sizes;  // (function, log2 bytes)
+    // Per function, per comm rank: moving average (over about `window` instances) of the share of
+    // its kernel time spent waiting for the others; negative until its first instance.
+    std::map<std::string, std::vector<double>> wait;
   };
   // Recent operations of one worker (its own clock), and the communicators it is in.
   struct OpLog {

@@ -3,9 +3,14 @@
 // aggregator's own CPU time, read from /proc, so the load generator's CPU does not count) and the
 // aggregator's bytes of state per series (its own gauge, and the growth of its resident memory).
 //
-//   ringside-ingest-bench [--agents=64] [--series=1500] [--duration=10s] [--threads=2]
+//   ringside-ingest-bench [--agents=64] [--series=1500] [--duration=10s] [--threads=2] [--detect]
 //
-// Goal: 5 million samples/s per core and at most 64 bytes of state per series.
+// The aggregator runs with its detectors off (--detect=false: ingest alone). With --detect the
+// same load runs a second time against a fresh aggregator with its detectors on, and the bench
+// prints both throughputs and their ratio.
+//
+// Goals: 5 million samples/s per core, at most 64 bytes of state per series (issue #4), and the
+// detectors costing at most 25 % of ingest throughput (issue #6).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +39,9 @@ ABSL_FLAG(int, series, 1500, "Series per agent.");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "Measured streaming time.");
 ABSL_FLAG(int, threads, 2, "Load-generator threads.");
 ABSL_FLAG(std::string, aggregator, RINGSIDE_BENCH_AGGREGATOR, "The ringside-aggregator binary.");
+ABSL_FLAG(bool, detect, false,
+          "Also measure with the aggregator's detectors on (a second run, fresh aggregator, same "
+          "load) and print the ratio of the two throughputs.");
 
 namespace {
 
@@ -92,12 +100,12 @@ struct Agent {
   AgentMessage batch;  // reused: values change, ids stay
 };
 
-}  // namespace
+// What one run measured; per_core is 0 when the run failed.
+struct RunResult {
+  double per_core = 0;
+};
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
-  std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
-  absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
+RunResult RunOnce(bool detect) {
   const int n_agents = absl::GetFlag(FLAGS_agents);
   const int n_series = absl::GetFlag(FLAGS_series);
   const int n_threads = std::max(1, absl::GetFlag(FLAGS_threads));
@@ -111,26 +119,31 @@ int main(int argc, char** argv) {
     std::string bin = absl::GetFlag(FLAGS_aggregator);
     execl(bin.c_str(), bin.c_str(), "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
           absl::StrCat("--max-series-per-node=", n_series + 100).c_str(),
-          absl::StrCat("--max-nodes=", n_agents + 10).c_str(), static_cast<char*>(nullptr));
+          absl::StrCat("--max-nodes=", n_agents + 10).c_str(),
+          detect ? "--detect=true" : "--detect=false", static_cast<char*>(nullptr));
     _exit(127);
   }
+  close(log_fd);
   int grpc_port = 0, http_port = 0;
   for (int i = 0; i < 200 && (grpc_port == 0 || http_port == 0); ++i) {
     absl::SleepFor(absl::Milliseconds(50));
     std::ifstream in(log_path);
     std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::smatch m;
-    if (std::regex_search(log, m, std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
+    if (std::regex_search(log, m,
+                          std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
       grpc_port = std::stoi(m[1].str());
     }
-    if (std::regex_search(log, m, std::regex("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)"))) {
+    if (std::regex_search(
+            log, m, std::regex("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)"))) {
       http_port = std::stoi(m[1].str());
     }
   }
   if (grpc_port == 0) {
     std::fprintf(stderr, "aggregator did not start (log %s)\n", log_path);
     kill(agg, SIGKILL);
-    return 1;
+    waitpid(agg, nullptr, 0);
+    return {};
   }
   const long rss_before = RssKib(agg);
 
@@ -156,7 +169,8 @@ int main(int argc, char** argv) {
     if (!ag.stream->Read(&reply) || !reply.has_hello_ack()) {
       std::fprintf(stderr, "agent %d: no HelloAck\n", a);
       kill(agg, SIGKILL);
-      return 1;
+      waitpid(agg, nullptr, 0);
+      return {};
     }
     AgentMessage defs;
     for (int s = 0; s < n_series; ++s) {
@@ -240,19 +254,46 @@ int main(int argc, char** argv) {
   const double cpu = cpu1 - cpu0;
   const double per_core = cpu > 0 ? samples / cpu : 0;
   const double total_series = static_cast<double>(n_agents) * n_series;
-  std::printf("ringside-ingest-bench (issue #4)\n");
+  std::printf("ringside-ingest-bench (issue #4), detectors %s\n", detect ? "on" : "off");
   std::printf("  agents %d x series %d = %.0f series; %d generator threads; window %.1f s\n",
               n_agents, n_series, total_series, n_threads, wall);
-  std::printf("  samples acked in window     %.0f (%.2f M/s wall)\n", samples, samples / wall / 1e6);
-  std::printf("  aggregator CPU in window    %.2f s (%.0f %% of one core)\n", cpu, 100 * cpu / wall);
+  std::printf("  samples acked in window     %.0f (%.2f M/s wall)\n", samples,
+              samples / wall / 1e6);
+  std::printf("  aggregator CPU in window    %.2f s (%.0f %% of one core)\n", cpu,
+              100 * cpu / wall);
   std::printf("  samples per aggregator core %.2f M/s   (goal >= 5 M/s: %s)\n", per_core / 1e6,
               per_core >= 5e6 ? "met" : "NOT met");
-  std::printf("  series known to aggregator  %.0f; samples received %.0f, rejected %.0f; counter steps %.0f\n",
-              series, received, rejected, steps);
-  std::printf("  state bytes per series      %.1f (ringside_aggregator_series_state_bytes / series; goal <= 64: %s)\n",
-              series > 0 ? state_bytes / series : -1,
-              series > 0 && state_bytes / series <= 64 ? "met" : "NOT met");
+  std::printf(
+      "  series known to aggregator  %.0f; samples received %.0f, rejected %.0f; counter steps "
+      "%.0f\n",
+      series, received, rejected, steps);
+  std::printf(
+      "  state bytes per series      %.1f (ringside_aggregator_series_state_bytes / series; goal "
+      "<= 64: %s)\n",
+      series > 0 ? state_bytes / series : -1,
+      series > 0 && state_bytes / series <= 64 ? "met" : "NOT met");
   std::printf("  RSS growth per series       %.1f bytes (everything: names, index, gRPC buffers)\n",
               total_series > 0 ? (rss_after - rss_before) * 1024.0 / total_series : -1);
+  std::fflush(stdout);
+  return RunResult{per_core};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
+  std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
+  absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
+  const RunResult off = RunOnce(/*detect=*/false);
+  if (off.per_core <= 0) return 1;
+  if (!absl::GetFlag(FLAGS_detect)) return 0;
+  const RunResult on = RunOnce(/*detect=*/true);
+  if (on.per_core <= 0) return 1;
+  const double ratio = on.per_core / off.per_core;
+  std::printf(
+      "detectors on / off: %.2f / %.2f M samples/s per core = %.2f (cost %.0f %%; "
+      "goal <= 25 %%: %s)\n",
+      on.per_core / 1e6, off.per_core / 1e6, ratio, 100 * (1 - ratio),
+      ratio >= 0.75 ? "met" : "NOT met");
   return 0;
 }

@@ -10,9 +10,10 @@
 namespace ringside::sim {
 
 NodeAnimator::NodeAnimator(SysfsTreeWriter* tree, std::vector<AnimatedPort> ports, uint64_t seed,
-                           std::string ethtool_dir)
+                           std::string ethtool_dir, AnimatorOptions options)
     : tree_(tree),
       ethtool_dir_(std::move(ethtool_dir)),
+      options_(options),
       ports_(std::move(ports)),
       state_(ports_.size()),
       rng_(seed) {
@@ -28,22 +29,40 @@ bool NodeAnimator::Active(const PortFault& f, absl::Duration t, const AnimatedPo
 absl::Status NodeAnimator::Step(absl::Duration t) {
   const double dt = std::max(0.0, absl::ToDoubleSeconds(t - last_));
   last_ = t;
-  std::normal_distribution<double> noise(1.0, 0.05);
+  std::normal_distribution<double> noise(1.0, options_.noise);
   std::uniform_real_distribution<double> u(0, 1);
+  // Background noise, per port: about one single symbol error per 2 hours, a short pause burst
+  // per minute, an ECN blip per 2 minutes (all below every detection rule).
+  const bool bg = options_.background_noise;
   for (size_t i = 0; i < ports_.size(); ++i) {
     const AnimatedPort& p = ports_[i];
     Counters& c = state_[i];
-    bool flapping = false, symbols = false, ecn = false, storm = false, paused = false;
+    bool flapping = false, symbols = false, ecn = false, storm = false, paused = false,
+         hard_down = false;
+    int resets = 0;
     for (const PortFault& f : faults_) {
+      if (f.kind == PortFault::Kind::kCounterReset) {
+        resets += f.device == p.device && f.port == p.port && t >= f.start ? 1 : 0;
+        continue;
+      }
       if (!Active(f, t, p)) continue;
       flapping |= f.kind == PortFault::Kind::kFlap;
       symbols |= f.kind == PortFault::Kind::kSymbolErrors;
       ecn |= f.kind == PortFault::Kind::kEcnCongestion;
       storm |= f.kind == PortFault::Kind::kPauseStorm;
       paused |= f.kind == PortFault::Kind::kPaused;
+      hard_down |= f.kind == PortFault::Kind::kDown;
+    }
+    if (resets > c.resets_applied) {  // a driver reload: every counter starts again from 0
+      const bool was_down = c.down;
+      const int applied = resets;
+      c = Counters{};
+      c.down = was_down;
+      c.resets_applied = applied;
+      c.out_of_sequence = 0;
     }
     // A flap: down for the first part of each 10 s cycle of the fault window.
-    const bool down = flapping && std::fmod(absl::ToDoubleSeconds(t), 10.0) < 3.0;
+    const bool down = hard_down || (flapping && std::fmod(absl::ToDoubleSeconds(t), 10.0) < 3.0);
     if (down != c.down) {
       c.down = down;
       ++c.carrier_changes;
@@ -58,14 +77,15 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       }
       if (p.roce) {
         tree_->SetNetdevAttr(p.netdev, "operstate", down ? "down\n" : "up\n").IgnoreError();
+        tree_->SetNetdevAttr(p.netdev, "carrier", down ? "0\n" : "1\n").IgnoreError();
         tree_->SetNetdevAttr(p.netdev, "carrier_changes", std::to_string(c.carrier_changes) + "\n")
             .IgnoreError();
       }
     }
     if (!down) {
-      const double bytes = p.gbytes_per_second * 1e9 * dt * noise(rng_);
+      const double bytes = std::max(0.0, p.gbytes_per_second * 1e9 * dt * noise(rng_));
       c.xmit_words += static_cast<uint64_t>(bytes / 4);
-      c.rcv_words += static_cast<uint64_t>(bytes / 4 * noise(rng_));
+      c.rcv_words += static_cast<uint64_t>(std::max(0.0, bytes / 4 * noise(rng_)));
       c.xmit_pkts += static_cast<uint64_t>(bytes / 4096);
       c.rcv_pkts += static_cast<uint64_t>(bytes / 4096);
       c.netdev_rx_bytes += static_cast<uint64_t>(bytes);
@@ -73,12 +93,18 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       // uint32_t arithmetic wraps at 2^32, as the mlx5 Q counter does.
       c.out_of_sequence += static_cast<uint32_t>(p.out_of_sequence_per_second * dt);
     }
-    if (symbols) c.symbol_errors = std::min<uint64_t>(c.symbol_errors + 40 * dt, 65535);
-    else if (u(rng_) < 0.01) c.symbol_errors = std::min<uint64_t>(c.symbol_errors + 1, 65535);
+    if (symbols) {
+      c.symbol_errors = std::min<uint64_t>(c.symbol_errors + static_cast<uint64_t>(40 * dt), 65535);
+    } else if (bg && u(rng_) < dt / 7200) {
+      c.symbol_errors = std::min<uint64_t>(c.symbol_errors + 1, 65535);
+    }
     if (ecn && p.roce) {
-      c.ecn_marked += static_cast<uint64_t>(200000 * dt * noise(rng_));
+      c.ecn_marked += static_cast<uint64_t>(std::max(0.0, 200000 * dt * noise(rng_)));
       c.cnp_sent += static_cast<uint64_t>(20000 * dt);
       c.cnp_handled += static_cast<uint64_t>(18000 * dt);
+    } else if (bg && p.roce && u(rng_) < dt / 120) {
+      c.ecn_marked += 50;
+      c.cnp_sent += 5;
     }
     // PFC on priority 3: a few short pauses in normal traffic; a storm pauses ~95 % of the time.
     const double us = dt * 1e6;
@@ -86,8 +112,7 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       c.tx_pause += static_cast<uint64_t>(50000 * dt);
       c.tx_pause_us += static_cast<uint64_t>(0.95 * us);
       c.rx_discards_phy += static_cast<uint64_t>(2000 * dt);
-      if (u(rng_) < 0.2 * dt) ++c.storm_warnings;
-    } else if (u(rng_) < 0.02 * dt) {
+    } else if (bg && u(rng_) < dt / 60) {
       c.tx_pause += 3;
       c.tx_pause_us += 200;
     }
@@ -95,7 +120,7 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       c.rx_pause += static_cast<uint64_t>(50000 * dt);
       c.rx_pause_us += static_cast<uint64_t>(0.9 * us);
       c.rx_transitions += static_cast<uint64_t>(10 * dt);
-    } else if (u(rng_) < 0.02 * dt) {
+    } else if (bg && u(rng_) < dt / 60) {
       c.rx_pause += 3;
       c.rx_pause_us += 200;
       ++c.rx_transitions;

@@ -1,6 +1,8 @@
 // Advances one simulated node's sysfs tree as traffic and faults would: data and packet counters
-// grow with traffic and noise, error counters tick rarely, and scheduled faults (a link flap,
-// symbol-error bursts, ECN marking) change the same files the kernel would.
+// grow with traffic and noise, error counters tick rarely (at rates scaled to the elapsed time, so
+// the step length does not change them), and scheduled faults (a link flap or a link down,
+// symbol-error bursts, ECN marking, PFC pause storms, a driver reload that zeroes every counter)
+// change the same files the kernel would.
 #ifndef RINGSIDE_SIM_NODE_ANIMATOR_H_
 #define RINGSIDE_SIM_NODE_ANIMATOR_H_
 
@@ -28,11 +30,19 @@ struct AnimatedPort {
   uint32_t out_of_sequence_start = 0;
 };
 
+struct AnimatorOptions {
+  double noise = 0.05;           // relative noise of traffic
+  bool background_noise = true;  // rare single symbol errors, short pause bursts, ECN blips
+};
+
 // A fault on one port over [start, start + duration) of simulation time.
 struct PortFault {
   // kPauseStorm: the port sends PFC pauses on priority 3 nearly all the time (the origin);
   // kPaused: the port is paused by its peer on priority 3 (a victim of a storm elsewhere).
-  enum class Kind { kFlap, kSymbolErrors, kEcnCongestion, kPauseStorm, kPaused };
+  // kDown: down for the whole window. kCounterReset: at `start` every counter of the port
+  // restarts from 0 (a driver reload; `duration` is ignored).
+  enum class Kind { kFlap, kSymbolErrors, kEcnCongestion, kPauseStorm, kPaused, kDown,
+                    kCounterReset };
   Kind kind;
   std::string device;
   int port = 1;
@@ -45,7 +55,7 @@ class NodeAnimator {
   // `ethtool_dir` (optional): where `ethtool -S` dumps of the RoCE netdevs are written, for the
   // agent's --ethtool-source=dir:PATH.
   NodeAnimator(SysfsTreeWriter* tree, std::vector<AnimatedPort> ports, uint64_t seed,
-               std::string ethtool_dir = "");
+               std::string ethtool_dir = "", AnimatorOptions options = {});
   void AddFault(PortFault fault) { faults_.push_back(std::move(fault)); }
   // Advances the tree to simulation time `t` (monotonic, from 0).
   absl::Status Step(absl::Duration t);
@@ -61,6 +71,7 @@ class NodeAnimator {
     uint64_t tx_pause = 0, tx_pause_us = 0, rx_pause = 0, rx_pause_us = 0, rx_transitions = 0;
     uint64_t storm_warnings = 0, link_down_events = 0, rx_discards_phy = 0;
     bool down = false;
+    int resets_applied = 0;
   };
   bool Active(const PortFault& f, absl::Duration t, const AnimatedPort& p) const;
 
@@ -68,6 +79,7 @@ class NodeAnimator {
 
   SysfsTreeWriter* tree_;
   std::string ethtool_dir_;
+  AnimatorOptions options_;
   std::vector<AnimatedPort> ports_;
   std::vector<PortFault> faults_;
   std::vector<Counters> state_;

@@ -93,6 +93,10 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(GrpcListenAddress(o.listen), *creds, &a->grpc_port_);
   builder.RegisterService(a->service_.get());
+  if (o.extra_services) a->extra_services_ = o.extra_services(core);
+  for (const std::shared_ptr<grpc::Service>& extra : a->extra_services_) {
+    if (extra) builder.RegisterService(extra.get());
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.limits.max_message_bytes));
   builder.SetMaxSendMessageSize(1 << 20);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
@@ -172,6 +176,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
       if (!node.empty()) r.body = LinkEventsJson(node, core->RecentLinkEvents(node));
       return r;
     });
+    for (const auto& [path, handler] : o.http_handlers) a->http_->Handle(path, handler);
   }
 
   a->housekeeping_ = std::thread([p = a.get()] { p->Housekeeping(); });
@@ -199,6 +204,9 @@ void Aggregator::Housekeeping() {
 void Aggregator::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  for (const std::function<void()>& hook : options_.on_shutdown) {
+    if (hook) hook();
+  }
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (housekeeping_.joinable()) housekeeping_.join();
   if (service_) service_->Shutdown();
@@ -211,7 +219,15 @@ void Aggregator::Shutdown() {
 }
 
 std::vector<prometheus::MetricFamily> Aggregator::CollectMetrics() const {
-  return collectable_ ? collectable_->Collect() : std::vector<prometheus::MetricFamily>{};
+  std::vector<prometheus::MetricFamily> families =
+      collectable_ ? collectable_->Collect() : std::vector<prometheus::MetricFamily>{};
+  for (const std::shared_ptr<prometheus::Collectable>& c : options_.collectables) {
+    if (c == nullptr) continue;
+    std::vector<prometheus::MetricFamily> more = c->Collect();
+    families.insert(families.end(), std::make_move_iterator(more.begin()),
+                    std::make_move_iterator(more.end()));
+  }
+  return families;
 }
 
 std::string Aggregator::MetricsText() const {

@@ -23,14 +23,17 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/aggregator/http_server.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
 #include "daemon/common/tls.h"
+#include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 
 namespace grpc {
 class Server;
+class Service;
 }
 
 namespace ringside::daemon {
@@ -67,9 +70,21 @@ struct AggregatorOptions {
   // Sees every accepted sample, collective batch and link-event batch (the analysis host); may be
   // null. Must outlive the aggregator.
   IngestObserver* observer = nullptr;
+  // More families for /metrics, after the aggregator's own (the analysis metrics); each must
+  // outlive the aggregator's HTTP server (shared ownership keeps them alive).
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
   std::function<absl::Time()> now = absl::Now;
   std::function<void(const std::string&)> log;  // default: LogLine to stderr
   std::string version = "dev";
+  // More gRPC services on the ingest port, with the same TLS and client-certificate check (the
+  // Query API). Start() calls it once, before the server starts, with the core they may read; the
+  // aggregator keeps what it returns until its gRPC server has stopped.
+  std::function<std::vector<std::shared_ptr<grpc::Service>>(IngestCore* core)> extra_services;
+  // Run first thing in Shutdown(), before the gRPC server stops: end long-lived streams of the
+  // extra services (WatchIncidents) so the server need not wait for its deadline.
+  std::vector<std::function<void()>> on_shutdown;
+  // More HTTP GET routes (exact path → handler) next to the aggregator's own (/api/v1/incidents).
+  std::vector<std::pair<std::string, HttpServer::Handler>> http_handlers;
 };
 
 class Aggregator {
@@ -109,6 +124,7 @@ class Aggregator {
   std::unique_ptr<Journal> journal_;
   JournalReadStats replay_stats_;
   std::unique_ptr<IngestService> service_;
+  std::vector<std::shared_ptr<grpc::Service>> extra_services_;  // outlive server_
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<AggregatorCollectable> collectable_;
   std::unique_ptr<HttpServer> http_;

@@ -120,7 +120,8 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
        "Known nodes with no message for longer than --stale-after."},
       {"ringside_aggregator_series", MetricType::Gauge, "", "Series defined, all nodes."},
       {"ringside_aggregator_series_state_bytes", MetricType::Gauge, "",
-       "Bytes of series state: 64-byte hot state, definitions, id index and interned names."},
+       "Bytes of series state: every node's series table (60 bytes a series) and the shared "
+       "pool of series identities."},
       {"ringside_aggregator_window_collective_records", MetricType::Gauge, "",
        "Collective records held in the per-node windows."},
       {"ringside_aggregator_window_link_events", MetricType::Gauge, "",
@@ -147,6 +148,27 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
        "Failed journal writes or syncs (full disk, I/O error)."},
       {"ringside_aggregator_journal_segments_deleted_total", MetricType::Counter, "",
        "Old segments deleted to stay within --journal-max-bytes."},
+      // Alert delivery (daemon/aggregator/alerts/alert_metrics.cc, docs/alerts.md).
+      {"ringside_aggregator_alert_deliveries_total", MetricType::Counter, "receiver, type, result",
+       "Alert delivery attempts per receiver (type alertmanager or webhook), by result: ok (2xx) "
+       "or failed (error, timeout or non-2xx)."},
+      {"ringside_aggregator_alert_retries_total", MetricType::Counter, "receiver, type",
+       "Delivery attempts made after a failed one (jittered exponential backoff)."},
+      {"ringside_aggregator_alert_dropped_total", MetricType::Counter, "receiver, type, reason",
+       "Alert events given up: queue_full (pushed out of --alert-queue-size), expired (older than "
+       "--webhook-max-age), rejected (a 4xx other than 408/429)."},
+      {"ringside_aggregator_alert_duplicates_skipped_total", MetricType::Counter, "receiver, type",
+       "Alert events not sent because the receiver already has them (e.g. before a restart)."},
+      {"ringside_aggregator_alert_queue_length", MetricType::Gauge, "receiver, type",
+       "Alert events waiting to be delivered."},
+      {"ringside_aggregator_alert_last_delivery_timestamp_seconds", MetricType::Gauge,
+       "receiver, type", "When the receiver last accepted a delivery (Unix seconds)."},
+      // The Query API (daemon/aggregator/query_api.cc, docs/query-api.md).
+      {"ringside_aggregator_query_watchers", MetricType::Gauge, "",
+       "WatchIncidents streams open."},
+      {"ringside_aggregator_query_watchers_cut_off_total", MetricType::Counter, "",
+       "WatchIncidents streams ended with RESOURCE_EXHAUSTED for falling more than 1024 incident "
+       "changes behind."},
   };
   return *catalog;
 }

@@ -151,9 +151,18 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
 void AnalysisHost::Flush(absl::Time now) {
   std::vector<analysis::IncidentChange> changes;
   absl::Status s;
+  const absl::Time flush_start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
     s = analysis_->Flush(now, &changes);
+  }
+  {
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - flush_start);
+    absl::MutexLock lock(&stats_mu_);
+    ++flush_stats_.flushes;
+    if (!s.ok()) ++flush_stats_.errors;
+    flush_stats_.last_seconds = seconds;
+    flush_stats_.total_seconds += seconds;
   }
   if (!s.ok()) options_.log(absl::StrCat("incident store: ", s.ToString()));
   for (const analysis::IncidentChange& c : changes) {
@@ -185,6 +194,11 @@ std::vector<analysis::Incident> AnalysisHost::OpenIncidents() const {
   std::vector<analysis::Incident> out;
   for (const analysis::Incident* i : analysis_->incidents().Open()) out.push_back(*i);
   return out;
+}
+
+AnalysisHost::FlushStats AnalysisHost::flush_stats() const {
+  absl::MutexLock lock(&stats_mu_);
+  return flush_stats_;
 }
 
 }  // namespace ringside::daemon

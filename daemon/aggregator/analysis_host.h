@@ -61,6 +61,15 @@ class AnalysisHost final : public IngestObserver {
   // The incident store (may be null: memory only). Thread-safe.
   analysis::IncidentStore* store() const { return store_.get(); }
 
+  // How the flushes went, for /metrics (ringside_analysis_*). Thread-safe.
+  struct FlushStats {
+    uint64_t flushes = 0;
+    uint64_t errors = 0;      // flushes whose store writes failed
+    double last_seconds = 0;  // wall time of the latest flush (lock held)
+    double total_seconds = 0;
+  };
+  FlushStats flush_stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+
  private:
   explicit AnalysisHost(AnalysisHostOptions options) : options_(std::move(options)) {}
 
@@ -71,6 +80,8 @@ class AnalysisHost final : public IngestObserver {
   std::unique_ptr<analysis::FabricAnalysis> analysis_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex listeners_mu_;
   std::vector<ChangeListener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  mutable absl::Mutex stats_mu_;
+  FlushStats flush_stats_ ABSL_GUARDED_BY(stats_mu_);
   absl::Notification stop_;
   std::thread flusher_;
 };

@@ -32,6 +32,7 @@ struct IngestCore::NodeEntry : public std::enable_shared_from_this<NodeEntry> {
   uint64_t owner_id ABSL_GUARDED_BY(mu) = 0;
   std::weak_ptr<SessionLink> owner ABSL_GUARDED_BY(mu);
   uint64_t current_epoch ABSL_GUARDED_BY(mu) = 0;
+  std::string agent_version ABSL_GUARDED_BY(mu);  // from the latest Hello
   absl::Time last_undefined_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 
   Epoch* FindEpoch(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -216,6 +217,7 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   n.owner_id = session_id;
   n.owner = std::move(session);
   n.current_epoch = hello.agent_epoch();
+  n.agent_version = hello.agent_version().substr(0, 128);
   n.last_seen = now;
   NodeEntry::Epoch& ep = n.GetEpoch(hello.agent_epoch(), now, options_.limits.max_epochs_per_node);
   // The agent holds nothing below resend_from_seq: close the gap below it.
@@ -463,6 +465,7 @@ NodeStatus StatusOf(const Node& n, absl::Time now, absl::Time started, absl::Dur
   s.stale = now - s.last_seen > stale_after;
   s.session_active = n.owner_id != 0;
   s.current_epoch = n.current_epoch;
+  s.agent_version = n.agent_version;
   s.series = n.series->size();
   s.collective_records = n.collectives.size();
   s.link_events = n.links.size();

@@ -84,6 +84,7 @@ struct NodeStatus {
   bool stale = false;    // last_seen older than stale_after
   bool session_active = false;
   uint64_t current_epoch = 0;  // of the latest Hello (0 before any since start)
+  std::string agent_version;   // from the latest Hello (empty before any since start)
   size_t series = 0;
   size_t collective_records = 0;  // in the window
   size_t link_events = 0;         // in the window

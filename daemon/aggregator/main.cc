@@ -18,7 +18,12 @@
 #include "analysis/detection_options.h"
 #include "daemon/aggregator/aggregator.h"
 #include "daemon/aggregator/analysis_host.h"
+#include "daemon/aggregator/analysis_metrics.h"
+#include "daemon/aggregator/observer_fanout.h"
+#include "daemon/aggregator/query_api.h"
 #include "daemon/aggregator/aggregator_json.h"
+#include "daemon/aggregator/alerts/alert_dispatcher.h"
+#include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
 #include "daemon/common/signals.h"
@@ -70,6 +75,31 @@ ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
           "Drop a connection whose ping is not answered within this.");
 
+// Alerts (docs/alerts.md): incidents to Alertmanager and to signed webhooks.
+ABSL_FLAG(std::string, alertmanager_url, "",
+          "Alertmanager base URL(s), http://host:9093; comma-separated or repeated. Each gets "
+          "every alert (POST <url>/api/v2/alerts).");
+ABSL_FLAG(std::string, webhook_url, "",
+          "Webhook URL(s) that get every incident change as signed JSON; comma-separated or "
+          "repeated.");
+ABSL_FLAG(std::string, webhook_secret_file, "",
+          "File holding the HMAC-SHA256 key of X-Ringside-Signature (one trailing newline is "
+          "stripped); required with --webhook-url.");
+ABSL_FLAG(std::string, runbook_base_url, ringside::daemon::kDefaultRunbookBaseUrl,
+          "The runbook_url annotation is this + \"#<kind>\".");
+ABSL_FLAG(absl::Duration, alert_resend_interval, absl::Seconds(60),
+          "Re-send firing alerts to Alertmanager this often (keep it below its resolve_timeout).");
+ABSL_FLAG(absl::Duration, webhook_max_age, absl::Hours(1),
+          "Retry a webhook event (and a resolved alert) until it is this old, then drop it.");
+ABSL_FLAG(int64_t, alert_queue_size, 10000,
+          "Events queued per receiver at most; past it the oldest is dropped (and counted).");
+ABSL_FLAG(absl::Duration, alert_timeout, absl::Seconds(10),
+          "Timeout of one delivery (connect, send, answer).");
+ABSL_FLAG(absl::Duration, alert_retry_initial, absl::Seconds(1),
+          "First retry delay after a failed delivery; doubles (±20% jitter) up to "
+          "--alert-retry-max.");
+ABSL_FLAG(absl::Duration, alert_retry_max, absl::Seconds(30), "Longest retry delay.");
+
 ABSL_FLAG(std::string, detection_config, "",
           "File of detector thresholds, one \"name = value\" per line (docs/detection.md; "
           "--list-detection-options prints every name with its default).");
@@ -79,6 +109,18 @@ ABSL_FLAG(std::vector<std::string>, detect_set, {},
 ABSL_FLAG(bool, list_detection_options, false,
           "Print every detector threshold with its value (after --detection-config and "
           "--detect-set) and exit.");
+ABSL_FLAG(int64_t, metrics_max_links, 20000,
+          "Series of ringside_link_health (and _flaps_in_window) on /metrics at most; past it the "
+          "unhealthiest links are kept.");
+ABSL_FLAG(int64_t, metrics_max_ports, 20000,
+          "Series of each PFC paused-ratio and RoCE congestion-rate family on /metrics at most; "
+          "past it the highest values are kept.");
+ABSL_FLAG(int64_t, metrics_max_ranks, 20000,
+          "Series of each ringside_straggler_* family on /metrics at most; past it the highest "
+          "scores are kept.");
+ABSL_FLAG(int64_t, metrics_max_jobs, 50,
+          "Jobs with series of their own in ringside_collective_duration_seconds; records of "
+          "further jobs count under job=\"_other\" (a job idle for 30 minutes gives its place).");
 
 namespace {
 
@@ -99,6 +141,8 @@ int main(int argc, char** argv) {
       "      --tls-cert=agg.pem --tls-key=agg.key --tls-ca=ca.pem\n"
       "  ringside-aggregator --dump-journal --state-dir=DIR");
   std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
+  ringside::daemon::MergeRepeatedFlag(args, "alertmanager_url");  // repeatable list flags
+  ringside::daemon::MergeRepeatedFlag(args, "webhook_url");
   std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
   absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
   ringside::daemon::SetLogProgram("ringside-aggregator");
@@ -214,6 +258,8 @@ int main(int argc, char** argv) {
   absl::Notification stop;
   ringside::daemon::InstallStopSignals(&stop);
 
+  // Declared before the analysis host so that it outlives the host's listener (alerts below).
+  std::unique_ptr<ringside::daemon::AlertDispatcher> alerts;
   // The detectors (docs/detection.md), fed by ingest; incidents in <state-dir>/incidents.db.
   std::unique_ptr<ringside::daemon::AnalysisHost> analysis;
   if (absl::GetFlag(FLAGS_detect)) {
@@ -230,6 +276,83 @@ int main(int argc, char** argv) {
     analysis = std::move(*host);
     o.observer = analysis.get();
   }
+
+  // What Prometheus and Grafana get from the analysis (docs/metrics.md "## Aggregator"):
+  // incidents, link health, PFC and congestion per port, stragglers, collective durations.
+  ringside::daemon::AnalysisMetricsOptions mo;
+  const int64_t max_links = absl::GetFlag(FLAGS_metrics_max_links);
+  const int64_t max_ports = absl::GetFlag(FLAGS_metrics_max_ports);
+  const int64_t max_ranks = absl::GetFlag(FLAGS_metrics_max_ranks);
+  const int64_t max_jobs = absl::GetFlag(FLAGS_metrics_max_jobs);
+  if (!Positive(max_links, "metrics-max-links") || !Positive(max_ports, "metrics-max-ports") ||
+      !Positive(max_ranks, "metrics-max-ranks") || !Positive(max_jobs, "metrics-max-jobs")) {
+    return 2;
+  }
+  mo.max_links = static_cast<size_t>(max_links);
+  mo.max_ports = static_cast<size_t>(max_ports);
+  mo.max_ranks = static_cast<size_t>(max_ranks);
+  mo.histograms.max_jobs = static_cast<size_t>(max_jobs);
+  auto analysis_metrics =
+      std::make_shared<ringside::daemon::AnalysisMetrics>(mo, analysis.get());
+  ringside::daemon::ObserverFanout observers({analysis.get(), analysis_metrics.get()});
+  o.observer = &observers;
+  o.collectables.push_back(analysis_metrics);
+
+  // Alerts (docs/alerts.md): every incident change to each Alertmanager and webhook; what was
+  // delivered is kept in <state-dir>/alert_delivery_state so a restart sends no duplicates.
+  {
+    ringside::daemon::AlertOptions al;
+    al.alertmanager_urls = ringside::daemon::SplitList(absl::GetFlag(FLAGS_alertmanager_url));
+    al.webhook_urls = ringside::daemon::SplitList(absl::GetFlag(FLAGS_webhook_url));
+    if (!al.alertmanager_urls.empty() || !al.webhook_urls.empty()) {
+      if (analysis == nullptr) {
+        std::fprintf(stderr, "ringside-aggregator: alerts need the detectors (--detect)\n");
+        return 2;
+      }
+      if (const std::string f = absl::GetFlag(FLAGS_webhook_secret_file); !f.empty()) {
+        absl::StatusOr<std::string> secret = ringside::daemon::ReadSecretFile(f);
+        if (!secret.ok()) {
+          std::fprintf(stderr, "ringside-aggregator: %s\n",
+                       std::string(secret.status().message()).c_str());
+          return 2;
+        }
+        al.webhook_secret = *secret;
+      }
+      const int64_t queue = absl::GetFlag(FLAGS_alert_queue_size);
+      if (!Positive(queue, "alert-queue-size")) return 2;
+      al.queue_size = static_cast<size_t>(queue);
+      al.runbook_base_url = absl::GetFlag(FLAGS_runbook_base_url);
+      al.resend_interval = absl::GetFlag(FLAGS_alert_resend_interval);
+      al.max_age = absl::GetFlag(FLAGS_webhook_max_age);
+      al.http_timeout = absl::GetFlag(FLAGS_alert_timeout);
+      al.backoff.initial = absl::GetFlag(FLAGS_alert_retry_initial);
+      al.backoff.max = absl::GetFlag(FLAGS_alert_retry_max);
+      al.state_dir = state_dir;
+      al.log = [](const std::string& m) { LogLine(m); };
+      auto d = ringside::daemon::AlertDispatcher::Start(al);
+      if (!d.ok()) {
+        std::fprintf(stderr, "ringside-aggregator: %s\n", std::string(d.status().message()).c_str());
+        return 2;
+      }
+      alerts = std::move(*d);
+      ringside::daemon::AlertDispatcher* dispatcher = alerts.get();
+      analysis->AddListener([dispatcher](const std::vector<ringside::analysis::IncidentChange>& c) {
+        dispatcher->OnChanges(c);
+      });
+      ringside::analysis::IncidentStore* store = analysis->store();
+      dispatcher->Reconcile(analysis->OpenIncidents(),
+                            [store](uint64_t id) -> std::optional<ringside::analysis::Incident> {
+                              if (store == nullptr) return std::nullopt;
+                              auto inc = store->Get(id);
+                              if (!inc.ok()) return std::nullopt;
+                              return *inc;
+                            });
+      o.collectables.push_back(alerts->metrics());
+    }
+  }
+
+  // The Query API (docs/query-api.md) on the ingest port, and GET /api/v1/incidents.
+  ringside::daemon::InstallQueryApi(o, analysis.get());
 
   absl::StatusOr<std::unique_ptr<ringside::daemon::Aggregator>> agg =
       ringside::daemon::Aggregator::Start(o);

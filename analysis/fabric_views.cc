@@ -1,0 +1,119 @@
+// The detectors' read-only views (analysis/fabric_views.h): LinkDetector::Views,
+// StragglerDetector::Ranks and FabricAnalysis::Links / Stragglers, kept apart from the detection
+// logic they only read.
+#include <algorithm>
+#include <map>
+
+#include "analysis/fabric_analysis.h"
+#include "analysis/link_detector.h"
+#include "analysis/link_detector_internal.h"
+#include "analysis/straggler_detector.h"
+
+namespace ringside::analysis {
+namespace {
+
+absl::string_view SourceOf(PortClass cls) {
+  switch (cls) {
+    case PortClass::kRdma:
+      return "infiniband";
+    case PortClass::kNetdev:
+      return "netdev";
+    case PortClass::kNvlink:
+      return "nvlink";
+  }
+  return "unknown";
+}
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+std::vector<LinkView> LinkDetector::Views(absl::Time now) const {
+  std::vector<LinkView> out;
+  out.reserve(links_.size());
+  for (const auto& [key, link] : links_) {
+    const Link& l = *link;
+    LinkView v;
+    v.node = l.node;
+    v.source = std::string(SourceOf(l.id.cls));
+    v.device = l.id.device;
+    v.port = l.id.port;
+    v.state = l.state;
+    v.flaps_in_window = static_cast<uint32_t>(CompletedInWindow(l, now));
+    v.last_change = l.last_transition;
+    v.last_seen = l.last_input;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
+  std::vector<RankView> out;
+  for (const auto& [key, comm] : comms_) {
+    if (!job.empty() && comm.job != job) continue;
+    const uint32_t nranks = static_cast<uint32_t>(comm.workers.size());
+    // Per rank, the best function so far: (late count, window size, its name).
+    struct Best {
+      int late = -1;
+      int n = 0;
+      const std::string* function = nullptr;
+    };
+    std::vector<Best> best(nranks);
+    for (const auto& [function, window] : comm.windows) {
+      if (window.empty()) continue;
+      const int n = static_cast<int>(window.size());
+      std::vector<int> late(nranks, 0);
+      for (const Judged& j : window) {
+        if (j.last_rank >= 0 && static_cast<uint32_t>(j.last_rank) < nranks) ++late[j.last_rank];
+      }
+      for (uint32_t r = 0; r < nranks; ++r) {
+        Best& b = best[r];
+        const bool better =
+            b.function == nullptr ||
+            static_cast<int64_t>(late[r]) * b.n > static_cast<int64_t>(b.late) * n ||
+            (static_cast<int64_t>(late[r]) * b.n == static_cast<int64_t>(b.late) * n &&
+             (function == comm.flagged_function ||
+              (*b.function != comm.flagged_function && n > b.n)));
+        if (better) b = Best{late[r], n, &function};
+      }
+    }
+    for (uint32_t r = 0; r < nranks; ++r) {
+      const Best& b = best[r];
+      if (b.function == nullptr) continue;
+      const Worker& w = comm.workers[r];
+      RankView v;
+      v.job = comm.job;
+      v.rank = w.global_rank >= 0 ? w.global_rank : static_cast<int64_t>(r);
+      v.node = w.host;
+      v.comm = comm.name;
+      v.instances = static_cast<uint32_t>(b.n);
+      v.score = b.n > 0 ? static_cast<double>(b.late) / b.n : 0;
+      std::vector<double> margins;
+      for (const Judged& j : comm.windows.at(*b.function)) {
+        if (j.last_rank == static_cast<int32_t>(r) && j.span_ns > 0) {
+          margins.push_back(static_cast<double>(j.gap_ns) / static_cast<double>(j.span_ns));
+        }
+      }
+      v.margin = MedianOf(std::move(margins));
+      auto wait = comm.wait.find(*b.function);
+      if (wait != comm.wait.end() && r < wait->second.size() && wait->second[r] >= 0) {
+        v.wait_fraction = wait->second[r];
+      }
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+std::vector<LinkView> FabricAnalysis::Links(absl::Time now) const { return links_.Views(now); }
+
+std::vector<RankView> FabricAnalysis::Stragglers(absl::string_view job) const {
+  return stragglers_.Ranks(job);
+}
+
+}  // namespace ringside::analysis

@@ -1,0 +1,42 @@
+// Read-only views of the detectors' live state, for the Query API (ringside links, ringside top
+// stragglers) and the aggregator's /metrics: what each link and each rank looks like now, whether
+// or not an incident is open about it. Plain values, copied out; no references into the detectors.
+#ifndef RINGSIDE_ANALYSIS_FABRIC_VIEWS_H_
+#define RINGSIDE_ANALYSIS_FABRIC_VIEWS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "analysis/fabric_inputs.h"
+
+namespace ringside::analysis {
+
+// One link the link detector knows (a port or NVLink it has seen any input for).
+struct LinkView {
+  std::string node;
+  std::string source;  // infiniband (an RDMA port: InfiniBand or RoCE), netdev, nvlink
+  std::string device;  // RDMA device, netdev, or GPU index
+  std::string port;    // RDMA port, NVLink index; empty for a netdev
+  LinkState state = LinkState::kUnknown;
+  uint32_t flaps_in_window = 0;  // down→up cycles completed within LinkOptions::flap_window
+  absl::Time last_change = absl::InfinitePast();  // last down or up transition; InfinitePast: none
+  absl::Time last_seen = absl::InfinitePast();    // last input of any kind about the link
+};
+
+// One rank of one communicator, as the straggler detector judges it over its window.
+struct RankView {
+  std::string job;
+  int64_t rank = -1;  // the global rank where known, else the rank in the communicator
+  std::string node;
+  std::string comm;
+  double score = 0;          // fraction of the window's instances in which it arrived last
+  double margin = 0;         // median lag behind the next-latest rank when it was last, as a
+                             // fraction of the instance's duration (0 if never last)
+  double wait_fraction = 0;  // share of its collective time spent waiting for others (low: culprit)
+  uint32_t instances = 0;    // instances in the window
+};
+
+}  // namespace ringside::analysis
+
+#endif  // RINGSIDE_ANALYSIS_FABRIC_VIEWS_H_

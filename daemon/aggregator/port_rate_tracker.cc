@@ -1,0 +1,94 @@
+#include "daemon/aggregator/port_rate_tracker.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "analysis/fabric_inputs.h"
+
+namespace ringside::daemon {
+
+bool TrackedSignal(absl::string_view source, absl::string_view counter, int32_t def_priority,
+                   PortSignal* signal, int32_t* priority) {
+  if (source == "ethtool") {
+    if (!absl::EndsWith(counter, "_pause_duration")) return false;
+    const bool tx = absl::StartsWith(counter, "tx_prio");
+    if (!tx && !absl::StartsWith(counter, "rx_prio")) return false;  // global pause: not per prio
+    const int p = analysis::PrioOf(counter, tx ? "tx_prio" : "rx_prio", "_pause_duration");
+    if (p < 0 && def_priority < 0) return false;
+    *priority = def_priority >= 0 ? def_priority : p;
+    *signal = tx ? PortSignal::kTxPausedRatio : PortSignal::kRxPausedRatio;
+    return true;
+  }
+  if (source == "infiniband_hw") {
+    *priority = -1;
+    if (counter == "np_ecn_marked_roce_packets") {
+      *signal = PortSignal::kEcnMarkedRate;
+    } else if (counter == "np_cnp_sent") {
+      *signal = PortSignal::kCnpSentRate;
+    } else if (counter == "rp_cnp_handled") {
+      *signal = PortSignal::kCnpHandledRate;
+    } else {
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+void PortRateTracker::Observe(absl::string_view node,
+                              absl::Span<const analysis::ObservedSample> samples, absl::Time now) {
+  std::optional<absl::MutexLock> lock;  // taken at the first tracked sample
+  for (const analysis::ObservedSample& s : samples) {
+    if (s.kind != analysis::SeriesKind::kCounter) continue;
+    // Only steps whose delta is the real increase over a known interval give a rate.
+    if (s.step.kind != analysis::StepKind::kNormal && s.step.kind != analysis::StepKind::kWrap) {
+      continue;
+    }
+    if (s.prev_time_ns <= 0 || s.time_ns <= s.prev_time_ns) continue;
+    PortSignal signal;
+    int32_t priority = -1;
+    if (!TrackedSignal(s.source, s.counter, s.priority, &signal, &priority)) continue;
+    const double seconds = static_cast<double>(s.time_ns - s.prev_time_ns) * 1e-9;
+    double value = static_cast<double>(s.step.delta) / seconds;
+    if (signal == PortSignal::kRxPausedRatio || signal == PortSignal::kTxPausedRatio) {
+      value = std::clamp(value * 1e-6, 0.0, 1.0);  // µs paused per second → fraction of time
+    }
+    if (!lock) lock.emplace(&mu_);
+    Key key{std::string(node), std::string(s.device), std::string(s.port), priority,
+            static_cast<uint8_t>(signal)};
+    Entry& e = entries_[key];
+    if (e.value.node.empty()) {
+      e.value.node = std::get<0>(key);
+      e.value.device = std::get<1>(key);
+      e.value.port = std::get<2>(key);
+      e.value.priority = priority;
+      e.value.signal = signal;
+    }
+    e.value.value = value;
+    e.value.time = absl::FromUnixNanos(s.time_ns);
+    e.updated = now;
+  }
+}
+
+std::vector<PortSignalValue> PortRateTracker::Snapshot(absl::Time now) {
+  std::vector<PortSignalValue> out;
+  absl::MutexLock lock(&mu_);
+  out.reserve(entries_.size());
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (now - it->second.updated > stale_after_) {
+      entries_.erase(it++);
+      continue;
+    }
+    out.push_back(it->second.value);
+    ++it;
+  }
+  return out;
+}
+
+size_t PortRateTracker::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+}  // namespace ringside::daemon

@@ -1,0 +1,138 @@
+#include "daemon/aggregator/query_convert.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringside::daemon {
+namespace {
+
+absl::Time FromUnixNanosOrInfinitePast(int64_t ns) {
+  return ns == 0 ? absl::InfinitePast() : absl::FromUnixNanos(ns);
+}
+
+}  // namespace
+
+int64_t ToUnixNanosOrZero(absl::Time t) {
+  if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
+  return absl::ToUnixNanos(t);
+}
+
+void ToProto(const analysis::Incident& in, v1::Incident* out) {
+  out->Clear();
+  out->set_id(in.id);
+  out->set_kind(std::string(analysis::IncidentKindName(in.kind)));
+  out->set_severity(std::string(analysis::SeverityName(in.severity)));
+  for (const auto& [k, v] : in.entity) (*out->mutable_entity())[k] = v;
+  out->set_opened_unix_nanos(ToUnixNanosOrZero(in.opened));
+  out->set_updated_unix_nanos(ToUnixNanosOrZero(in.updated));
+  out->set_resolved_unix_nanos(in.resolved ? ToUnixNanosOrZero(*in.resolved) : 0);
+  for (const auto& [k, v] : in.evidence) (*out->mutable_evidence())[k] = v;
+  out->set_summary(in.summary);
+  out->set_resolution(in.resolution);
+  for (const analysis::CauseLink& c : in.causes) {
+    v1::CauseLink* pc = out->add_causes();
+    pc->set_incident_id(c.incident_id);
+    pc->set_kind(c.kind);
+    pc->set_scope(c.scope);
+    for (const auto& [k, v] : c.entity) (*pc->mutable_entity())[k] = v;
+    pc->set_summary(c.summary);
+  }
+  for (const analysis::AffectedJob& j : in.affected) {
+    v1::AffectedJob* pj = out->add_affected();
+    pj->set_job(j.job);
+    for (int64_t r : j.ranks) pj->add_ranks(r);
+    for (const std::string& n : j.nodes) pj->add_nodes(n);
+  }
+  out->set_revision(in.revision);
+  out->set_open(in.open());
+}
+
+v1::Incident ToProto(const analysis::Incident& in) {
+  v1::Incident out;
+  ToProto(in, &out);
+  return out;
+}
+
+absl::StatusOr<analysis::Incident> FromProto(const v1::Incident& in) {
+  analysis::Incident out;
+  std::optional<analysis::IncidentKind> kind = analysis::ParseIncidentKind(in.kind());
+  if (!kind)
+    return absl::InvalidArgumentError(absl::StrCat("unknown incident kind \"", in.kind(), "\""));
+  std::optional<analysis::Severity> severity = analysis::ParseSeverity(in.severity());
+  if (!severity) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown severity \"", in.severity(), "\""));
+  }
+  out.id = in.id();
+  out.kind = *kind;
+  out.severity = *severity;
+  out.entity.insert(in.entity().begin(), in.entity().end());
+  out.opened = FromUnixNanosOrInfinitePast(in.opened_unix_nanos());
+  out.updated = FromUnixNanosOrInfinitePast(in.updated_unix_nanos());
+  if (!in.open()) out.resolved = FromUnixNanosOrInfinitePast(in.resolved_unix_nanos());
+  out.evidence.insert(in.evidence().begin(), in.evidence().end());
+  out.summary = in.summary();
+  out.resolution = in.resolution();
+  for (const v1::CauseLink& c : in.causes()) {
+    analysis::CauseLink cl;
+    cl.incident_id = c.incident_id();
+    cl.kind = c.kind();
+    cl.scope = c.scope();
+    cl.entity.insert(c.entity().begin(), c.entity().end());
+    cl.summary = c.summary();
+    out.causes.push_back(std::move(cl));
+  }
+  for (const v1::AffectedJob& j : in.affected()) {
+    analysis::AffectedJob aj;
+    aj.job = j.job();
+    aj.ranks.assign(j.ranks().begin(), j.ranks().end());
+    aj.nodes.assign(j.nodes().begin(), j.nodes().end());
+    out.affected.push_back(std::move(aj));
+  }
+  out.revision = in.revision();
+  return out;
+}
+
+v1::IncidentChange::Type ToProto(analysis::IncidentChangeType type) {
+  switch (type) {
+    case analysis::IncidentChangeType::kOpened:
+      return v1::IncidentChange::OPENED;
+    case analysis::IncidentChangeType::kUpdated:
+      return v1::IncidentChange::UPDATED;
+    case analysis::IncidentChangeType::kResolved:
+      return v1::IncidentChange::RESOLVED;
+  }
+  return v1::IncidentChange::TYPE_UNSPECIFIED;
+}
+
+v1::IncidentChange ToProto(const analysis::IncidentChange& change, bool initial) {
+  v1::IncidentChange out;
+  out.set_type(ToProto(change.type));
+  ToProto(change.incident, out.mutable_incident());
+  out.set_initial(initial);
+  return out;
+}
+
+void ToProto(const analysis::LinkView& in, v1::LinkStatus* out) {
+  out->set_node(in.node);
+  out->set_source(in.source);
+  out->set_device(in.device);
+  out->set_port(in.port);
+  out->set_state(std::string(analysis::LinkStateName(in.state)));
+  out->set_flaps_in_window(in.flaps_in_window);
+  out->set_last_change_unix_nanos(ToUnixNanosOrZero(in.last_change));
+  out->set_last_seen_unix_nanos(ToUnixNanosOrZero(in.last_seen));
+}
+
+void ToProto(const analysis::RankView& in, v1::RankScore* out) {
+  out->set_job(in.job);
+  out->set_rank(in.rank);
+  out->set_node(in.node);
+  out->set_comm(in.comm);
+  out->set_score(in.score);
+  out->set_margin(in.margin);
+  out->set_wait_fraction(in.wait_fraction);
+  out->set_instances(in.instances);
+}
+
+}  // namespace ringside::daemon

@@ -1,0 +1,157 @@
+// `ringside incident ID`: one incident in full, with its cause chain (followed through
+// GetIncident, cause_chain.h) and, for fabric incidents, the jobs and ranks behind it.
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon/ctl/cause_chain.h"
+#include "daemon/ctl/incident_text.h"
+#include "daemon/ctl/query_client.h"
+#include "daemon/ctl/query_commands.h"
+#include "daemon/ctl/query_json.h"
+#include "daemon/ctl/relative_time.h"
+
+namespace ringside::daemon::ctl {
+namespace {
+
+constexpr char kName[] = "incident";
+
+const std::vector<FlagSpec>& Specs() {
+  static const auto* specs = new std::vector<FlagSpec>{};
+  return *specs;
+}
+
+constexpr char kUsage[] =
+    "Usage: ringside incident ID\n"
+    "\n"
+    "Shows one incident in full: kind, severity, entity, times, evidence (the counter deltas and\n"
+    "scores that triggered it), summary, resolution, its causes followed to the end (\"straggler\n"
+    "rank 5 (job j1) on node-a ← pause_storm node-b mlx5_0 prio 3 (#12)\"), and for a fabric\n"
+    "incident the jobs and ranks that run behind it (blast radius). -o json adds\n"
+    "\"cause_chains\": one array of steps per path.\n"
+    "\n"
+    "Exit codes: 0 shown; 2 usage error, no such incident, or the aggregator could not be asked.\n";
+
+std::string TimeLine(int64_t ns, absl::Time now) {
+  if (ns == 0) return "-";
+  return absl::StrCat(Rfc3339(ns - ns % 1'000'000'000), " (", Ago(ns, now), ")");
+}
+
+nlohmann::json StepJson(const ChainStep& s) {
+  nlohmann::json j = CauseLinkJson(s.link);
+  if (s.incident.has_value()) {
+    j["kind"] = s.incident->kind();
+    j["entity"] = IncidentJson(*s.incident)["entity"];
+    j["severity"] = s.incident->severity();
+    j["open"] = s.incident->open();
+    if (j["summary"].get<std::string>().empty()) j["summary"] = s.incident->summary();
+  }
+  j["note"] = s.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.note);
+  j["text"] = StepText(s);
+  return j;
+}
+
+void WriteText(const v1::Incident& i, const std::vector<CausePath>& chains, absl::Time now,
+               std::ostream& out) {
+  out << "Incident #" << i.id() << "  " << i.kind() << "  " << i.severity() << "  "
+      << (i.open() ? "OPEN" : "RESOLVED") << "\n";
+  Table head({"", ""});
+  head.AddRow({"Entity:", EntityText(i.entity())});
+  head.AddRow({"Opened:", TimeLine(i.opened_unix_nanos(), now)});
+  head.AddRow({"Updated:", TimeLine(i.updated_unix_nanos(), now)});
+  head.AddRow({"Resolved:", i.open() ? "- (open)" : TimeLine(i.resolved_unix_nanos(), now)});
+  if (!i.open() && i.resolved_unix_nanos() != 0 && i.opened_unix_nanos() != 0) {
+    head.AddRow({"Duration:", CompactDuration(absl::Nanoseconds(i.resolved_unix_nanos() -
+                                                                i.opened_unix_nanos()))});
+  }
+  head.AddRow({"Summary:", i.summary().empty() ? "-" : i.summary()});
+  if (!i.resolution().empty()) head.AddRow({"Resolution:", i.resolution()});
+  std::ostringstream h;
+  head.Render(h);
+  // Drop the empty header line.
+  std::string text = h.str();
+  out << text.substr(text.find('\n') + 1);
+
+  if (!i.evidence().empty()) {
+    out << "\nEvidence:\n";
+    std::map<std::string, double> sorted(i.evidence().begin(), i.evidence().end());
+    Table t({"  NAME", "VALUE"});
+    t.RightAlign(1);
+    for (const auto& [k, v] : sorted) t.AddRow({"  " + k, absl::StrFormat("%.6g", v)});
+    t.Render(out);
+  }
+
+  out << "\nCauses:\n";
+  if (i.causes().empty()) {
+    out << "  none recorded";
+    if (i.kind() == "straggler" || i.kind() == "job_slowdown") {
+      out << " (no fabric incident in its window: look at the host — compute, input pipeline)";
+    }
+    out << "\n";
+  } else {
+    for (const v1::CauseLink& c : i.causes()) {
+      ChainStep s;
+      s.link = c;
+      out << "  " << (c.scope().empty() ? "" : c.scope() + ": ") << StepText(s);
+      if (!c.summary().empty()) out << " — " << c.summary();
+      out << "\n";
+    }
+    out << "\nCause chain:\n";
+    for (const CausePath& p : chains) out << "  " << ChainText(i, p) << "\n";
+  }
+
+  if (!i.affected().empty()) {
+    out << "\nBlast radius (jobs and ranks behind it):\n";
+    Table t({"  JOB", "RANKS", "NODES"});
+    for (const v1::AffectedJob& a : i.affected()) {
+      t.AddRow({"  " + a.job(), a.ranks().empty() ? "-" : RankRanges(a.ranks()),
+                a.nodes().empty() ? "-" : absl::StrJoin(a.nodes(), ",")});
+    }
+    t.Render(out);
+  }
+}
+
+}  // namespace
+
+int RunIncident(const std::vector<std::string>& argv, CommandContext& ctx) {
+  QueryInvocation q;
+  if (auto code = PrepareQueryCommand(kName, kUsage, Specs(), argv, ctx, q)) return *code;
+  if (q.args.positional.size() != 1) {
+    return FailCommand(ctx, kName, "give one incident ID (see --help)");
+  }
+  std::string id_text = q.args.positional[0];
+  if (!id_text.empty() && id_text[0] == '#') id_text = id_text.substr(1);
+  uint64_t id = 0;
+  if (!absl::SimpleAtoi(id_text, &id) || id == 0) {
+    return FailCommand(ctx, kName,
+                       absl::StrCat("\"", q.args.positional[0], "\" is not an incident id"));
+  }
+  absl::StatusOr<v1::Incident> incident = q.client->GetIncident(id);
+  if (!incident.ok()) return FailCommand(ctx, kName, std::string(incident.status().message()));
+  QueryClient* client = q.client.get();
+  std::vector<CausePath> chains = ResolveCauseChains(
+      *incident, [client](uint64_t cause) { return client->GetIncident(cause); });
+  const absl::Time now = absl::Now();
+  if (q.format == OutputFormat::kJson) {
+    nlohmann::json out = IncidentJson(*incident);
+    nlohmann::json paths = nlohmann::json::array();
+    for (const CausePath& p : chains) {
+      nlohmann::json steps = nlohmann::json::array();
+      for (const ChainStep& s : p) steps.push_back(StepJson(s));
+      paths.push_back(std::move(steps));
+    }
+    out["cause_chains"] = std::move(paths);
+    WriteJson(out, ctx.out);
+  } else {
+    WriteText(*incident, chains, now, ctx.out);
+  }
+  ctx.out.flush();
+  return kExitOk;
+}
+
+}  // namespace ringside::daemon::ctl

@@ -1,0 +1,162 @@
+#include "daemon/ctl/query_json.h"
+
+#include <cmath>
+
+#include "daemon/ctl/relative_time.h"
+
+namespace ringside::daemon::ctl {
+namespace {
+
+using nlohmann::json;
+
+json Number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json StringMap(const google::protobuf::Map<std::string, std::string>& m) {
+  json out = json::object();
+  for (const auto& [k, v] : m) out[k] = v;
+  return out;
+}
+
+const char* ChangeType(v1::IncidentChange::Type t) {
+  switch (t) {
+    case v1::IncidentChange::OPENED:
+      return "opened";
+    case v1::IncidentChange::UPDATED:
+      return "updated";
+    case v1::IncidentChange::RESOLVED:
+      return "resolved";
+    default:
+      return "unspecified";
+  }
+}
+
+}  // namespace
+
+json TimeJson(int64_t unix_nanos) {
+  return unix_nanos == 0 ? json(nullptr) : json(Rfc3339(unix_nanos));
+}
+
+json CauseLinkJson(const v1::CauseLink& c) {
+  return json{{"incident_id", c.incident_id() == 0 ? json(nullptr) : json(c.incident_id())},
+              {"kind", c.kind()},
+              {"scope", c.scope()},
+              {"entity", StringMap(c.entity())},
+              {"summary", c.summary()}};
+}
+
+json IncidentJson(const v1::Incident& i) {
+  json evidence = json::object();
+  for (const auto& [k, v] : i.evidence()) evidence[k] = Number(v);
+  json causes = json::array();
+  for (const v1::CauseLink& c : i.causes()) causes.push_back(CauseLinkJson(c));
+  json affected = json::array();
+  for (const v1::AffectedJob& a : i.affected()) {
+    affected.push_back(
+        json{{"job", a.job()},
+             {"ranks", json(std::vector<int64_t>(a.ranks().begin(), a.ranks().end()))},
+             {"nodes", json(std::vector<std::string>(a.nodes().begin(), a.nodes().end()))}});
+  }
+  return json{{"id", i.id()},
+              {"kind", i.kind()},
+              {"severity", i.severity()},
+              {"entity", StringMap(i.entity())},
+              {"opened", TimeJson(i.opened_unix_nanos())},
+              {"updated", TimeJson(i.updated_unix_nanos())},
+              {"resolved", TimeJson(i.resolved_unix_nanos())},
+              {"open", i.open()},
+              {"evidence", std::move(evidence)},
+              {"summary", i.summary()},
+              {"resolution", i.resolution()},
+              {"causes", std::move(causes)},
+              {"affected", std::move(affected)},
+              {"revision", i.revision()}};
+}
+
+json LinkJson(const v1::LinkStatus& l) {
+  return json{
+      {"node", l.node()},
+      {"source", l.source()},
+      {"device", l.device()},
+      {"port", l.port()},
+      {"state", l.state()},
+      {"flaps_in_window", l.flaps_in_window()},
+      {"last_change", TimeJson(l.last_change_unix_nanos())},
+      {"last_seen", TimeJson(l.last_seen_unix_nanos())},
+      {"open_incident_ids",
+       json(std::vector<uint64_t>(l.open_incident_ids().begin(), l.open_incident_ids().end()))},
+      {"open_incident_kinds", json(std::vector<std::string>(l.open_incident_kinds().begin(),
+                                                            l.open_incident_kinds().end()))},
+      {"healthy", l.healthy()}};
+}
+
+json NodeJson(const v1::NodeStatus& n) {
+  json rates = json::array();
+  for (const v1::SeriesRate& r : n.rates()) {
+    rates.push_back(json{{"source", r.source()},
+                         {"device", r.device()},
+                         {"port", r.port()},
+                         {"counter", r.counter()},
+                         {"priority", r.priority() < 0 ? json(nullptr) : json(r.priority())},
+                         {"unit", r.unit()},
+                         {"rate_per_second", Number(r.rate_per_second())},
+                         {"value", Number(r.value())},
+                         {"is_counter", r.is_counter()}});
+  }
+  json incidents = json::array();
+  for (const v1::Incident& i : n.open_incidents()) incidents.push_back(IncidentJson(i));
+  json links = json::array();
+  for (const v1::LinkStatus& l : n.links()) links.push_back(LinkJson(l));
+  return json{{"node", n.node()},
+              {"stale", n.stale()},
+              {"last_seen", TimeJson(n.last_seen_unix_nanos())},
+              {"agent_version", n.agent_version()},
+              {"series", n.series()},
+              {"rates", std::move(rates)},
+              {"open_incidents", std::move(incidents)},
+              {"links", std::move(links)}};
+}
+
+json RankScoreJson(const v1::RankScore& r) {
+  return json{{"job", r.job()},
+              {"rank", r.rank()},
+              {"node", r.node()},
+              {"comm", r.comm()},
+              {"score", Number(r.score())},
+              {"margin", Number(r.margin())},
+              {"wait_fraction", Number(r.wait_fraction())},
+              {"instances", r.instances()},
+              {"flagged", r.flagged()},
+              {"incident_id", r.incident_id() == 0 ? json(nullptr) : json(r.incident_id())}};
+}
+
+json StatusJson(const v1::ClusterStatus& s) {
+  json by_kind = json::object();
+  for (const auto& [k, v] : s.open_incidents_by_kind()) by_kind[k] = v;
+  json incidents = json::array();
+  for (const v1::Incident& i : s.open_incidents()) incidents.push_back(IncidentJson(i));
+  return json{{"nodes", s.nodes()},
+              {"stale_nodes", s.stale_nodes()},
+              {"links", s.links()},
+              {"unhealthy_links", s.unhealthy_links()},
+              {"open_incidents_by_kind", std::move(by_kind)},
+              {"open_incidents", std::move(incidents)},
+              {"jobs", json(std::vector<std::string>(s.jobs().begin(), s.jobs().end()))},
+              {"aggregator_version", s.aggregator_version()},
+              {"now", TimeJson(s.now_unix_nanos())}};
+}
+
+json ChangeJson(const v1::IncidentChange& c) {
+  return json{{"type", ChangeType(c.type())},
+              {"initial", c.initial()},
+              {"incident", IncidentJson(c.incident())}};
+}
+
+void WriteJson(const nlohmann::json& value, std::ostream& out) {
+  out << value.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+void WriteJsonLine(const nlohmann::json& value, std::ostream& out) {
+  out << value.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+}  // namespace ringside::daemon::ctl

@@ -1,0 +1,102 @@
+// `ringside stragglers`: the ranks that most often arrive last at their collectives
+// (TopStragglers), culprit first.
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/ctl/query_client.h"
+#include "daemon/ctl/query_commands.h"
+#include "daemon/ctl/query_json.h"
+#include "daemon/ctl/relative_time.h"
+#include "daemon/ctl/table.h"
+
+namespace ringside::daemon::ctl {
+namespace {
+
+constexpr char kName[] = "stragglers";
+
+const std::vector<FlagSpec>& Specs() {
+  static const auto* specs = new std::vector<FlagSpec>{
+      {"job", "", true, "JOB", "only ranks of this job", "every job"},
+      {"window", "", true, "DURATION",
+       "look back this far (30s, 10m); sent as window_seconds (the aggregator may use its "
+       "detector's window regardless)",
+       "the detector's window"},
+      {"limit", "", true, "N", "at most N ranks", "10"},
+  };
+  return *specs;
+}
+
+constexpr char kUsage[] =
+    "Usage: ringside stragglers [--job J] [--window DURATION] [--limit N]\n"
+    "\n"
+    "Ranks by how often they arrive last at their collectives (everyone else waits for them):\n"
+    "  SCORE      share of recent collectives in which the rank arrived last\n"
+    "  MARGIN     median lag behind the next-latest rank, as a share of the collective\n"
+    "  WAIT       share of the collective the rank spent waiting (low = the culprit)\n"
+    "  INCIDENT   the open straggler incident that names the rank, if any\n"
+    "\n"
+    "Exit codes: 0 listed, no rank flagged; 1 a listed rank is flagged by an open straggler\n"
+    "incident; 2 usage error or the aggregator could not be asked.\n";
+
+std::string Percent(double v) {
+  if (!std::isfinite(v)) return "-";
+  return absl::StrFormat("%.0f%%", v * 100);
+}
+
+}  // namespace
+
+int RunStragglers(const std::vector<std::string>& argv, CommandContext& ctx) {
+  QueryInvocation q;
+  if (auto code = PrepareQueryCommand(kName, kUsage, Specs(), argv, ctx, q)) return *code;
+  if (!q.args.positional.empty()) {
+    return FailCommand(
+        ctx, kName,
+        absl::StrCat("unexpected argument \"", q.args.positional[0], "\" (see --help)"));
+  }
+  v1::TopStragglersRequest req;
+  req.set_job(q.args.Get("job"));
+  if (q.args.Has("window")) {
+    absl::StatusOr<absl::Duration> w = ParsePositiveDuration(q.args.Get("window"));
+    if (!w.ok()) return FailCommand(ctx, kName, absl::StrCat("--window: ", w.status().message()));
+    req.set_window_seconds(std::max<int64_t>(1, absl::ToInt64Seconds(*w)));
+  }
+  if (q.args.Has("limit")) {
+    uint32_t limit = 0;
+    if (!absl::SimpleAtoi(q.args.Get("limit"), &limit) || limit == 0) {
+      return FailCommand(ctx, kName,
+                         absl::StrCat("--limit \"", q.args.Get("limit"), "\" is not a count > 0"));
+    }
+    req.set_limit(limit);
+  }
+  absl::StatusOr<v1::TopStragglersResponse> resp = q.client->TopStragglers(req);
+  if (!resp.ok()) return FailCommand(ctx, kName, std::string(resp.status().message()));
+  bool flagged = false;
+  for (const v1::RankScore& r : resp->ranks()) flagged = flagged || r.flagged();
+
+  if (q.format == OutputFormat::kJson) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const v1::RankScore& r : resp->ranks()) out.push_back(RankScoreJson(r));
+    WriteJson(out, ctx.out);
+  } else if (resp->ranks().empty()) {
+    ctx.out << "No collective records in the window"
+            << (req.job().empty() ? "" : absl::StrCat(" for job ", req.job())) << ".\n";
+  } else {
+    Table t({"JOB", "RANK", "NODE", "COMM", "SCORE", "MARGIN", "WAIT", "INSTANCES", "INCIDENT"});
+    for (size_t c : {1, 4, 5, 6, 7}) t.RightAlign(c);
+    for (const v1::RankScore& r : resp->ranks()) {
+      t.AddRow({r.job(), absl::StrCat(r.rank()), r.node().empty() ? "-" : r.node(),
+                r.comm().empty() ? "-" : r.comm(), Percent(r.score()), Percent(r.margin()),
+                Percent(r.wait_fraction()), absl::StrCat(r.instances()),
+                r.flagged() ? absl::StrCat("#", r.incident_id(), " straggler") : "-"});
+    }
+    t.Render(ctx.out);
+  }
+  ctx.out.flush();
+  return flagged ? kExitProblems : kExitOk;
+}
+
+}  // namespace ringside::daemon::ctl

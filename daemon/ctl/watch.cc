@@ -1,0 +1,242 @@
+// `ringside watch`: the open incidents, then every change as it happens (WatchIncidents), one
+// line each, until Ctrl-C. When the aggregator ends the stream or goes away, says so on stderr
+// and reconnects with jittered exponential backoff (daemon/agent/backoff.h); after a reconnect the
+// snapshot is compared with what was already shown, so only what changed meanwhile is printed.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "daemon/agent/backoff.h"
+#include "daemon/common/signals.h"
+#include "daemon/ctl/incident_text.h"
+#include "daemon/ctl/query_client.h"
+#include "daemon/ctl/query_commands.h"
+#include "daemon/ctl/query_json.h"
+#include "daemon/ctl/relative_time.h"
+
+namespace ringside::daemon::ctl {
+namespace {
+
+constexpr char kName[] = "watch";
+
+const std::vector<FlagSpec>& Specs() {
+  static const auto* specs = new std::vector<FlagSpec>{
+      {"kind", "", true, "KIND", "only incidents of this kind", ""},
+      {"node", "", true, "NODE", "only incidents on this node", ""},
+      {"job", "", true, "JOB", "only incidents of this job, or that affect it", ""},
+      {"max-backoff", "", true, "DURATION", "longest wait between reconnection attempts", "30s"},
+  };
+  return *specs;
+}
+
+constexpr char kUsage[] =
+    "Usage: ringside watch [--kind K] [--node N] [--job J]\n"
+    "\n"
+    "Prints every incident open now (OPEN), then each change as it happens (OPENED, UPDATED,\n"
+    "RESOLVED), one line each: time of the change (UTC), type, id, severity, kind, entity and\n"
+    "summary. -o json prints one JSON object per line (JSON Lines) instead.\n"
+    "Runs until Ctrl-C. If the aggregator ends the stream or goes away, it says so on stderr and\n"
+    "reconnects with backoff; incidents that opened, changed or resolved meanwhile are printed\n"
+    "once it is back.\n"
+    "\n"
+    "Exit codes: 0 stopped with Ctrl-C (SIGINT) or SIGTERM; 2 usage error, the aggregator could\n"
+    "not be reached at the start, or it refused the watch.\n";
+
+// Signals → cancellation of the current stream. Shared with the signal thread, which outlives
+// the command, so it lives on the heap for the life of the process.
+struct StopState {
+  absl::Notification stop;
+  absl::Mutex mu;
+  grpc::ClientContext* current ABSL_GUARDED_BY(mu) = nullptr;
+};
+
+StopState* InstallStopHandling() {
+  static StopState* state = [] {
+    auto* s = new StopState;
+    InstallStopSignals(&s->stop);
+    std::thread([s] {
+      s->stop.WaitForNotification();
+      absl::MutexLock l(&s->mu);
+      if (s->current != nullptr) s->current->TryCancel();
+    }).detach();
+    return s;
+  }();
+  return state;
+}
+
+bool Retryable(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return false;
+    default:
+      return true;
+  }
+}
+
+class Watcher {
+ public:
+  Watcher(QueryClient& client, OutputFormat format, CommandContext& ctx)
+      : client_(client), format_(format), ctx_(ctx) {}
+
+  // Prints `change` unless this revision of the incident was already shown (a snapshot after a
+  // reconnect repeats what is still open; a resolution found by CatchUp comes again).
+  void Show(const v1::IncidentChange& change) {
+    const v1::Incident& i = change.incident();
+    auto it = shown_.find(i.id());
+    if (it != shown_.end() && it->second.revision == i.revision() && it->second.open == i.open()) {
+      return;
+    }
+    shown_[i.id()] = {i.revision(), i.open()};
+    Print(change);
+  }
+
+  // After a reconnect: asks for each incident last shown as open, and prints the resolution of
+  // those that were resolved while the stream was down (the new snapshot only has open ones).
+  void CatchUp() {
+    int asked = 0;
+    for (auto& [id, seen] : shown_) {
+      if (!seen.open) continue;
+      if (++asked > kMaxCatchUp) {
+        ctx_.err << "ringside watch: more than " << kMaxCatchUp
+                 << " incidents were open; run `ringside incidents` for the ones resolved while "
+                    "disconnected\n";
+        break;
+      }
+      absl::StatusOr<v1::Incident> now = client_.GetIncident(id);
+      if (!now.ok() || now->open()) continue;
+      v1::IncidentChange change;
+      change.set_type(v1::IncidentChange::RESOLVED);
+      *change.mutable_incident() = *now;
+      Show(change);
+    }
+  }
+
+ private:
+  void Print(const v1::IncidentChange& change) {
+    if (format_ == OutputFormat::kJson) {
+      WriteJsonLine(ChangeJson(change), ctx_.out);
+    } else {
+      ctx_.out << ChangeLine(change, absl::Now()) << "\n";
+    }
+    ctx_.out.flush();
+  }
+
+  struct Seen {
+    uint64_t revision = 0;
+    bool open = false;
+  };
+  QueryClient& client_;
+  OutputFormat format_;
+  static constexpr int kMaxCatchUp = 500;
+  CommandContext& ctx_;
+  std::map<uint64_t, Seen> shown_;
+};
+
+std::string WaitText(absl::Duration d) {
+  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(10)));
+}
+
+}  // namespace
+
+int RunWatch(const std::vector<std::string>& argv, CommandContext& ctx) {
+  // Before any gRPC thread exists, so that only the signal thread sees SIGINT and SIGTERM.
+  StopState* stop = InstallStopHandling();
+  QueryInvocation q;
+  if (auto code = PrepareQueryCommand(kName, kUsage, Specs(), argv, ctx, q)) return *code;
+  if (!q.args.positional.empty()) {
+    return FailCommand(
+        ctx, kName,
+        absl::StrCat("unexpected argument \"", q.args.positional[0], "\" (see --help)"));
+  }
+  BackoffOptions bo;
+  bo.initial = absl::Milliseconds(250);
+  if (q.args.Has("max-backoff")) {
+    absl::StatusOr<absl::Duration> d = ParsePositiveDuration(q.args.Get("max-backoff"));
+    if (!d.ok()) {
+      return FailCommand(ctx, kName, absl::StrCat("--max-backoff: ", d.status().message()));
+    }
+    bo.max = *d;
+    bo.initial = std::min(bo.initial, bo.max);
+  }
+  v1::WatchIncidentsRequest req;
+  req.set_kind(q.args.Get("kind"));
+  req.set_node(q.args.Get("node"));
+  req.set_job(q.args.Get("job"));
+
+  QueryClient& client = *q.client;
+  const std::string& target = client.options().target;
+  Watcher watcher(client, q.format, ctx);
+  Backoff backoff(bo);
+  bool first = true;
+  while (!stop->stop.HasBeenNotified()) {
+    // A unary call first: it says whether the aggregator is there (and why not) within the
+    // deadline, which an idle stream cannot.
+    absl::StatusOr<v1::ClusterStatus> probe = client.GetStatus();
+    if (!probe.ok()) {
+      if (first) return FailCommand(ctx, kName, std::string(probe.status().message()));
+      const absl::Duration wait = backoff.Next();
+      ctx.err << "ringside watch: " << probe.status().message() << "; retrying in "
+              << WaitText(wait) << "\n";
+      ctx.err.flush();
+      stop->stop.WaitForNotificationWithTimeout(wait);
+      continue;
+    }
+    if (first) {
+      ctx.err << "ringside watch: watching incidents at " << target << " (Ctrl-C to stop)\n";
+    } else {
+      ctx.err << "ringside watch: reconnected to " << target << "\n";
+    }
+    ctx.err.flush();
+
+    grpc::ClientContext call;
+    {
+      absl::MutexLock l(&stop->mu);
+      if (stop->stop.HasBeenNotified()) break;
+      stop->current = &call;
+    }
+    std::unique_ptr<grpc::ClientReader<v1::IncidentChange>> reader =
+        client.stub().WatchIncidents(&call, req);
+    const absl::Time started = absl::Now();
+    if (!first) watcher.CatchUp();
+    v1::IncidentChange change;
+    bool received = false;
+    while (reader->Read(&change)) {
+      received = true;
+      watcher.Show(change);
+    }
+    grpc::Status status = reader->Finish();
+    {
+      absl::MutexLock l(&stop->mu);
+      stop->current = nullptr;
+    }
+    if (stop->stop.HasBeenNotified()) break;
+    if (!status.ok() && !Retryable(status.error_code())) {
+      return FailCommand(ctx, kName, std::string(client.Explain(status).message()));
+    }
+    first = false;
+    // A stream that worked for a while starts the backoff over; one that ends at once does not.
+    if (received || absl::Now() - started > absl::Seconds(10)) backoff.Reset();
+    const absl::Duration wait = backoff.Next();
+    ctx.err << "ringside watch: the aggregator at " << target << " ended the stream ("
+            << (status.ok() ? "closed" : std::string(client.Explain(status).message()))
+            << "); reconnecting in " << WaitText(wait) << "\n";
+    ctx.err.flush();
+    stop->stop.WaitForNotificationWithTimeout(wait);
+  }
+  ctx.err << "ringside watch: stopped\n";
+  ctx.out.flush();
+  return kExitOk;
+}
+
+}  // namespace ringside::daemon::ctl

@@ -1,0 +1,345 @@
+#include "sim/cluster.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "sim/job_runner.h"
+#include "sim/sim_names.h"
+
+namespace ringside::sim {
+namespace {
+
+volatile std::sig_atomic_t g_job_stop = 0;
+void JobStop(int) { g_job_stop = 1; }
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+double CpuSecondsOf(pid_t pid) {
+  if (pid <= 0) return 0;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> f = absl::StrSplit(text.substr(close + 2), ' ');
+  if (f.size() < 13) return 0;
+  // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the command.
+  return (std::stod(f[11]) + std::stod(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+bool IsPortFault(FaultKind k) {
+  return k == FaultKind::kLinkFlap || k == FaultKind::kLinkDown ||
+         k == FaultKind::kLinkDegraded || k == FaultKind::kPauseStorm ||
+         k == FaultKind::kCongestion;
+}
+
+}  // namespace
+
+struct Cluster::Node {
+  int index = 0;
+  std::string name, dir, sys, ethtool, socket, nvml_config, log;
+  std::unique_ptr<SysfsTreeWriter> tree;
+  std::unique_ptr<NodeAnimator> animator;
+  std::unique_ptr<NvmlState> nvml;
+  bool nvml_dynamic = false;
+  ChildProcess agent;
+  bool crashed = false;  // killed by a fault, not yet restarted
+  int agent_starts = 0;
+  std::vector<pid_t> jobs;  // one process per local rank
+};
+
+Cluster::Cluster(const Scenario& s, ClusterOptions o) : s_(s), o_(std::move(o)) {}
+
+Cluster::~Cluster() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const Scenario& scenario,
+                                                        ClusterOptions options) {
+  std::unique_ptr<Cluster> c(new Cluster(scenario, std::move(options)));
+  c->sim_cpu_at_start_ = c->Cpu().sim;
+  c->announced_.assign(scenario.faults.size(), false);
+  c->ended_.assign(scenario.faults.size(), false);
+  c->state_dir_ = c->o_.work_dir + "/aggregator";
+  std::filesystem::create_directories(c->state_dir_);
+  // Topology: nodes under leaf switches, as a `node switch` map.
+  c->topology_ = c->o_.work_dir + "/topology.txt";
+  {
+    std::ofstream t(c->topology_);
+    t << "# node leaf-switch (written by ringside-sim)\n";
+    for (int i = 0; i < scenario.nodes; ++i) {
+      t << scenario.NodeName(i) << " "
+        << absl::StrFormat("leaf-%02d", i / scenario.nodes_per_leaf + 1) << "\n";
+    }
+    if (!t) return absl::InternalError("cannot write " + c->topology_);
+  }
+  for (int i = 0; i < scenario.nodes; ++i) {
+    if (absl::Status s = c->BuildNode(i); !s.ok()) return s;
+  }
+  if (absl::Status s = c->StartAggregator(); !s.ok()) return s;
+  for (auto& n : c->nodes_) {
+    if (absl::Status s = c->StartAgent(*n); !s.ok()) return s;
+  }
+  for (auto& n : c->nodes_) {
+    if (!n->agent.WaitForLog("collective records on", absl::Seconds(30))) {
+      return absl::UnavailableError(absl::StrCat("agent of ", n->name, " did not start: ",
+                                                 n->agent.Log()));
+    }
+  }
+  c->t0_ns_ = NowNs();
+  if (scenario.job) {
+    for (auto& n : c->nodes_) {
+      if (absl::Status s = c->StartJob(*n); !s.ok()) return s;
+    }
+  }
+  c->Step(absl::ZeroDuration());
+  return c;
+}
+
+absl::Status Cluster::BuildNode(int i) {
+  auto n = std::make_unique<Node>();
+  n->index = i;
+  n->name = s_.NodeName(i);
+  n->dir = absl::StrCat(o_.work_dir, "/", n->name);
+  n->sys = n->dir + "/sys";
+  n->ethtool = n->dir + "/ethtool";
+  n->socket = n->dir + "/collectives.sock";
+  n->nvml_config = n->dir + "/nvml.conf";
+  n->log = n->dir + "/agent.log";
+  std::filesystem::create_directories(n->ethtool);
+  n->tree = std::make_unique<SysfsTreeWriter>(n->sys);
+  std::vector<AnimatedPort> ports;
+  for (int k = 0; k < s_.gpus; ++k) {
+    HcaSpec h;
+    h.name = RailDevice(k);
+    h.pci = absl::StrFormat("0000:%02x:00.0", 0x17 + k * 0x10);
+    h.node_guid = absl::StrFormat("b83f:d203:%04x:%04x", i, k);
+    h.link_layer = "Ethernet";
+    h.rate = "400 Gb/sec (4X NDR)";
+    h.netdev = RailNetdev(k);
+    if (absl::Status s = n->tree->AddHca(h); !s.ok()) return s;
+    AnimatedPort p;
+    p.device = h.name;
+    p.roce = true;
+    p.netdev = h.netdev;
+    p.gbytes_per_second = s_.gbytes_per_second;
+    ports.push_back(p);
+  }
+  AnimatorOptions ao;
+  ao.noise = s_.noise;
+  ao.background_noise = s_.background_noise;
+  n->animator = std::make_unique<NodeAnimator>(n->tree.get(), ports, s_.seed * 1000003 + i,
+                                               n->ethtool, ao);
+  // Port faults of this node, and the victims of pause storms elsewhere on its leaf.
+  for (const FaultSpec& f : s_.faults) {
+    const int leaf = i / s_.nodes_per_leaf;
+    if (f.kind == FaultKind::kCounterReset && f.node == i) {
+      for (int k = 0; k < s_.gpus; ++k) {
+        n->animator->AddFault({PortFault::Kind::kCounterReset, RailDevice(k), 1, f.start, f.duration});
+      }
+      continue;
+    }
+    if (f.kind == FaultKind::kNvlinkDegraded && f.node == i) n->nvml_dynamic = true;
+    if (!IsPortFault(f.kind)) continue;
+    if (f.node == i) {
+      PortFault::Kind k = PortFault::Kind::kFlap;
+      switch (f.kind) {
+        case FaultKind::kLinkFlap: k = PortFault::Kind::kFlap; break;
+        case FaultKind::kLinkDown: k = PortFault::Kind::kDown; break;
+        case FaultKind::kLinkDegraded: k = PortFault::Kind::kSymbolErrors; break;
+        case FaultKind::kPauseStorm: k = PortFault::Kind::kPauseStorm; break;
+        case FaultKind::kCongestion: k = PortFault::Kind::kEcnCongestion; break;
+        default: break;
+      }
+      n->animator->AddFault({k, f.device, 1, f.start, f.duration});
+    } else if (f.kind == FaultKind::kPauseStorm && f.node / s_.nodes_per_leaf == leaf) {
+      // The storm spreads through the leaf: the same rail of its other nodes is paused, a
+      // second later.
+      n->animator->AddFault(
+          {PortFault::Kind::kPaused, f.device, 1, f.start + absl::Seconds(1), f.duration});
+    }
+  }
+  n->nvml = std::make_unique<NvmlState>(n->nvml_config, i, s_.gpus, s_.nvlinks);
+  if (absl::Status s = n->nvml->Write(); !s.ok()) return s;
+  if (absl::Status s = n->animator->Step(absl::ZeroDuration()); !s.ok()) return s;
+  nodes_.push_back(std::move(n));
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::StartAggregator() {
+  std::vector<std::string> argv = {o_.aggregator_bin, "--listen=127.0.0.1:0",
+                                   "--http-listen=127.0.0.1:0", "--state-dir=" + state_dir_,
+                                   "--topology=" + topology_};
+  for (const std::string& a : s_.aggregator_args) argv.push_back(a);
+  absl::StatusOr<ChildProcess> p =
+      ChildProcess::Spawn(argv, {}, o_.work_dir + "/aggregator.log");
+  if (!p.ok()) return p.status();
+  aggregator_ = *p;
+  if (!aggregator_.WaitForLog("HTTP (", absl::Seconds(30))) {
+    return absl::UnavailableError("the aggregator did not start: " + aggregator_.Log());
+  }
+  const std::string log = aggregator_.Log();
+  grpc_port_ = PortAfter(log, "ingest (gRPC) listening");
+  http_port_ = PortAfter(log, "HTTP (");
+  if (grpc_port_ == 0 || http_port_ == 0) {
+    return absl::UnavailableError("no aggregator ports in its log: " + log);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::StartAgent(Node& n) {
+  std::vector<std::string> argv = {
+      o_.agent_bin,
+      "--sysfs-root=" + n.sys,
+      "--node-name=" + n.name,
+      "--interval=" + absl::FormatDuration(s_.interval),
+      "--listen=127.0.0.1:0",
+      "--ethtool-source=dir:" + n.ethtool,
+      "--nvml-library=" + o_.nvml_library,
+      "--link-events=false",
+      "--collectives-socket=" + n.socket,
+      absl::StrCat("--aggregator=127.0.0.1:", grpc_port_),
+  };
+  std::vector<std::string> env = {"RINGSIDE_FAKE_NVML_CONFIG=" + n.nvml_config};
+  // The fake NVML re-reads its config on every call unless told not to; only nodes whose NVLinks
+  // change during the scenario pay for that.
+  if (!n.nvml_dynamic) env.push_back("RINGSIDE_FAKE_NVML_STATIC=1");
+  absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(argv, env, n.log);
+  if (!p.ok()) return p.status();
+  n.agent = *p;
+  ++n.agent_starts;
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::StartJob(Node& n) {
+  const pid_t parent = getpid();
+  for (int g = 0; g < s_.gpus; ++g) {
+    const int rank = n.index * s_.gpus + g;
+    const pid_t pid = fork();
+    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid == 0) {
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);
+      signal(SIGTERM, JobStop);
+      signal(SIGINT, SIG_IGN);
+      _exit(RunRankJob(s_, rank, o_.plugin, n.socket, t0_ns_, &g_job_stop));
+    }
+    n.jobs.push_back(pid);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Cluster::Step(absl::Duration t) {
+  std::vector<std::string> said;
+  const double dt = absl::ToDoubleSeconds(t - last_t_);
+  last_t_ = t;
+  for (size_t fi = 0; fi < s_.faults.size(); ++fi) {
+    const FaultSpec& f = s_.faults[fi];
+    Node& n = *nodes_[f.node];
+    const bool active = t >= f.start && t < f.start + f.duration;
+    if (!announced_[fi] && t >= f.start) {
+      announced_[fi] = true;
+      std::string what = absl::StrCat(FaultKindName(f.kind), " on ", n.name);
+      if (IsPortFault(f.kind)) {
+        int rail = 0;
+        ParseRail(f.device, &rail);
+        absl::StrAppend(&what, " ", f.device, " (", RailNetdev(rail), ")");
+      }
+      if (f.kind == FaultKind::kNvlinkDegraded) {
+        absl::StrAppend(&what, " GPU ", f.gpu, " NVLink ", f.link);
+      }
+      if (f.rank >= 0) absl::StrAppend(&what, ", rank ", f.rank, " ", f.slowdown_pct, "% slower");
+      if (f.kind == FaultKind::kJobSlowdown) absl::StrAppend(&what, ", collectives ", f.factor, "x");
+      if (!f.note.empty()) absl::StrAppend(&what, " — ", f.note);
+      said.push_back(what);
+      if (f.kind == FaultKind::kAgentCrash) {
+        n.agent.Signal(SIGKILL);
+        n.agent.Stop(absl::Seconds(2));
+        n.crashed = true;
+      }
+    }
+    if (announced_[fi] && !ended_[fi] && !active) {
+      ended_[fi] = true;
+      if (f.kind == FaultKind::kAgentCrash && n.crashed) {
+        n.crashed = false;
+        if (absl::Status s = StartAgent(n); !s.ok()) said.push_back("agent restart failed: " + s.ToString());
+        else said.push_back(absl::StrCat("agent of ", n.name, " restarted"));
+      }
+    }
+    if (active && f.kind == FaultKind::kNvlinkDegraded) {
+      n.nvml->AddErrors(f.gpu, f.link, static_cast<uint64_t>(1 + 2 * dt),
+                        static_cast<uint64_t>(500 * dt));
+    }
+  }
+  for (auto& n : nodes_) {
+    if (absl::Status s = n->animator->Step(t); !s.ok()) said.push_back("animator: " + s.ToString());
+    if (absl::Status s = n->nvml->Write(); !s.ok()) said.push_back("nvml: " + s.ToString());
+  }
+  return said;
+}
+
+std::vector<int> Cluster::metrics_ports() const {
+  std::vector<int> ports;
+  for (const auto& n : nodes_) ports.push_back(PortAfter(n->agent.Log(), "serving /metrics"));
+  return ports;
+}
+
+std::vector<std::string> Cluster::DeadAgents() {
+  std::vector<std::string> dead;
+  for (auto& n : nodes_) {
+    if (!n->crashed && !n->agent.running()) dead.push_back(n->name);
+  }
+  return dead;
+}
+
+Cluster::CpuUse Cluster::Cpu() const {
+  CpuUse u;
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  u.sim = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+          ru.ru_stime.tv_usec / 1e6 - sim_cpu_at_start_;
+  u.aggregator = CpuSecondsOf(aggregator_.pid());
+  for (const auto& n : nodes_) {
+    u.agents += CpuSecondsOf(n->agent.pid());
+    for (pid_t j : n->jobs) u.jobs += CpuSecondsOf(j);
+  }
+  return u;
+}
+
+void Cluster::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  for (auto& n : nodes_) {
+    for (pid_t j : n->jobs) kill(j, SIGTERM);
+  }
+  for (auto& n : nodes_) {
+    for (pid_t j : n->jobs) {
+      int st = 0;
+      for (int i = 0; i < 250 && waitpid(j, &st, WNOHANG) == 0; ++i) usleep(20000);
+      if (waitpid(j, &st, WNOHANG) == 0) {
+        kill(j, SIGKILL);
+        waitpid(j, &st, 0);
+      }
+    }
+    n->jobs.clear();
+  }
+  for (auto& n : nodes_) n->agent.Signal(SIGTERM);
+  for (auto& n : nodes_) n->agent.Stop(absl::Seconds(5));
+  aggregator_.Stop(absl::Seconds(10));
+}
+
+}  // namespace ringside::sim

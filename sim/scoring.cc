@@ -1,0 +1,278 @@
+#include "sim/scoring.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sim/sim_names.h"
+
+namespace ringside::sim {
+namespace {
+
+struct Window {
+  absl::Time from, to;
+};
+
+Window FaultWindow(const Scenario& s, absl::Time t0, const FaultSpec& f) {
+  return {t0 + f.start - absl::Seconds(2), t0 + f.start + f.duration + s.grace};
+}
+
+bool In(const Window& w, absl::Time t) { return t >= w.from && t <= w.to; }
+
+bool Negative(FaultKind k) { return k == FaultKind::kCounterReset || k == FaultKind::kAgentCrash; }
+
+std::string Median(std::vector<double> v) {
+  if (v.empty()) return "—";
+  std::sort(v.begin(), v.end());
+  const double m = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return absl::StrFormat("%.1f s", m);
+}
+
+std::string Max(const std::vector<double>& v) {
+  if (v.empty()) return "—";
+  return absl::StrFormat("%.1f s", *std::max_element(v.begin(), v.end()));
+}
+
+std::string Frac(int num, int den) {
+  if (den == 0) return "—";
+  return absl::StrFormat("%.2f (%d/%d)", static_cast<double>(num) / den, num, den);
+}
+
+}  // namespace
+
+bool EntityMatches(const std::map<std::string, std::string>& want,
+                   const std::map<std::string, std::string>& got) {
+  for (const auto& [k, v] : want) {
+    auto it = got.find(k);
+    if (it != got.end() && it->second == v) continue;
+    if (k == "device") {  // a RoCE port may be named by its netdev only
+      int rail = -1;
+      auto nd = got.find("netdev");
+      if (ParseRail(v, &rail) && nd != got.end() && nd->second == RailNetdev(rail)) continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+std::string EntityText(const std::map<std::string, std::string>& entity) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : entity) {
+    if (k == "comm" || k == "priority" || (k == "port" && v == "1")) continue;
+    parts.push_back(absl::StrCat(k, "=", v));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string CauseText(const SimIncident& inc) {
+  if (inc.causes.empty()) return "";
+  const SimCause& c = inc.causes.front();
+  return c.summary.empty() ? c.kind : c.summary;
+}
+
+int ExplainingFault(const Scenario& s, absl::Time t0, const SimIncident& inc, bool* expected,
+                    bool* is_allowed) {
+  if (is_allowed) *is_allowed = false;
+  int allowed = -1, kind_only = -1;
+  for (size_t i = 0; i < s.faults.size(); ++i) {
+    const FaultSpec& f = s.faults[i];
+    if (!In(FaultWindow(s, t0, f), inc.opened)) continue;
+    for (const Expectation& e : f.expect) {
+      if (e.kind != inc.kind) continue;
+      if (EntityMatches(e.entity, inc.entity)) {
+        if (expected) *expected = true;
+        return static_cast<int>(i);
+      }
+      if (kind_only < 0) kind_only = static_cast<int>(i);
+    }
+    for (const std::string& a : f.allow) {
+      if (a == inc.kind && allowed < 0) {
+        auto n = inc.entity.find("node");
+        if (n == inc.entity.end() || n->second == s.NodeName(f.node)) allowed = static_cast<int>(i);
+      }
+    }
+  }
+  if (expected) *expected = false;
+  if (kind_only < 0 && allowed >= 0 && is_allowed) *is_allowed = true;
+  return kind_only >= 0 ? kind_only : allowed;
+}
+
+bool ScoreReport::all_detected() const {
+  for (const ExpectationResult& e : expectations) {
+    if (!e.detected || !e.entity_ok || (!e.expect.cause.empty() && !e.cause_ok)) return false;
+  }
+  return true;
+}
+
+ScoreReport Score(const Scenario& s, absl::Time t0, absl::Duration ran,
+                  const std::vector<SimIncident>& incidents) {
+  ScoreReport r;
+  r.node_hours = s.nodes * absl::ToDoubleHours(ran);
+  for (const FaultSpec& f : s.faults) {
+    ClassScore& c = r.classes[std::string(FaultKindName(f.kind))];
+    c.fault_class = std::string(FaultKindName(f.kind));
+    ++c.faults;
+  }
+  // Expectations: the earliest incident of the kind with the right entity, else any of the kind.
+  std::set<uint64_t> used;
+  for (size_t fi = 0; fi < s.faults.size(); ++fi) {
+    const FaultSpec& f = s.faults[fi];
+    const Window w = FaultWindow(s, t0, f);
+    ClassScore& c = r.classes[std::string(FaultKindName(f.kind))];
+    for (const Expectation& e : f.expect) {
+      ExpectationResult er;
+      er.fault = static_cast<int>(fi);
+      er.expect = e;
+      const SimIncident* best = nullptr;
+      const SimIncident* any = nullptr;
+      for (const SimIncident& inc : incidents) {
+        if (inc.kind != e.kind || !In(w, inc.opened)) continue;
+        if (any == nullptr) any = &inc;
+        if (best == nullptr && EntityMatches(e.entity, inc.entity) && !used.count(inc.id)) best = &inc;
+      }
+      const SimIncident* got = best ? best : any;
+      ++c.expected;
+      if (!e.cause.empty()) ++c.cause_expected;
+      if (got != nullptr) {
+        er.detected = true;
+        er.entity_ok = best != nullptr;
+        er.time_to_detect = got->opened - (t0 + f.start);
+        er.got = absl::StrCat(got->kind, " #", got->id, " ", EntityText(got->entity));
+        const std::string cause = got->causes.empty() ? "" : got->causes.front().kind;
+        er.cause_ok = e.cause.empty() || cause == e.cause;
+        if (best) used.insert(best->id);
+        ++c.detected;
+        if (er.entity_ok) ++c.entity_ok;
+        if (!e.cause.empty() && er.cause_ok) ++c.cause_ok;
+        c.ttd_seconds.push_back(
+            std::max(0.0, absl::ToDoubleSeconds(er.time_to_detect)));
+      }
+      er.incident = best ? best->id : 0;
+      r.expectations.push_back(er);
+    }
+  }
+  // Precision and false alarms.
+  for (const SimIncident& inc : incidents) {
+    if (inc.opened < t0) continue;
+    bool expected = false;
+    const int fi = ExplainingFault(s, t0, inc, &expected);
+    if (fi < 0) {
+      r.false_alarms.push_back(inc);
+      // A negative fault's node raising something during its window: charged to that class.
+      for (const FaultSpec& f : s.faults) {
+        auto n = inc.entity.find("node");
+        if (Negative(f.kind) && In(FaultWindow(s, t0, f), inc.opened) &&
+            (n == inc.entity.end() || n->second == s.NodeName(f.node))) {
+          ++r.classes[std::string(FaultKindName(f.kind))].false_alarms;
+          break;
+        }
+      }
+      continue;
+    }
+    const FaultSpec& f = s.faults[fi];
+    bool is_expected_kind = false;
+    for (const Expectation& e : f.expect) is_expected_kind |= e.kind == inc.kind;
+    if (!is_expected_kind) continue;  // an allowed side effect
+    ClassScore& c = r.classes[std::string(FaultKindName(f.kind))];
+    ++c.raised;
+    if (expected) ++c.raised_ok;
+  }
+  return r;
+}
+
+std::string FormatScoreTable(const Scenario& s, const ScoreReport& r) {
+  std::string out;
+  absl::StrAppend(&out, absl::StrFormat("%-16s %-10s %-44s %-8s %-8s %-6s %s\n", "fault",
+                                        "at", "expected incident", "detected", "entity",
+                                        "cause", "time to detect"));
+  for (const ExpectationResult& e : r.expectations) {
+    const FaultSpec& f = s.faults[e.fault];
+    std::string want = absl::StrCat(e.expect.kind, " ", EntityText(e.expect.entity));
+    if (!e.expect.cause.empty()) absl::StrAppend(&want, " ← ", e.expect.cause);
+    absl::StrAppend(
+        &out, absl::StrFormat("%-16s %-10s %-44s %-8s %-8s %-6s %s\n", FaultKindName(f.kind),
+                              absl::FormatDuration(f.start), want, e.detected ? "yes" : "NO",
+                              e.detected ? (e.entity_ok ? "right" : "WRONG") : "-",
+                              e.expect.cause.empty() ? "-" : (e.cause_ok ? "right" : "WRONG"),
+                              e.detected ? absl::StrFormat("%.1f s", absl::ToDoubleSeconds(
+                                                                        e.time_to_detect))
+                                         : "-"));
+  }
+  for (const auto& [name, c] : r.classes) {
+    if (c.expected == 0) {
+      absl::StrAppend(&out, absl::StrFormat("%-16s %-10s %-44s %s\n", name, "",
+                                            "(must raise nothing)",
+                                            c.false_alarms == 0 ? "none raised: right"
+                                                                : absl::StrCat(c.false_alarms,
+                                                                               " raised: WRONG")));
+    }
+  }
+  absl::StrAppend(&out, absl::StrFormat("false alarms: %d in %.3f node-hours\n",
+                                        r.false_alarms.size(), r.node_hours));
+  for (const SimIncident& fa : r.false_alarms) {
+    absl::StrAppend(&out, "  false alarm #", fa.id, " ", fa.kind, " ", EntityText(fa.entity),
+                    " — ", fa.summary, "\n");
+  }
+  return out;
+}
+
+std::string MarkdownReport(const std::vector<std::pair<Scenario, ScoreReport>>& runs,
+                           const std::string& header) {
+  std::string out = header;
+  std::map<std::string, ClassScore> total;
+  double node_hours = 0;
+  size_t false_alarms = 0;
+  for (const auto& [s, r] : runs) {
+    node_hours += r.node_hours;
+    false_alarms += r.false_alarms.size();
+    for (const auto& [name, c] : r.classes) {
+      ClassScore& t = total[name];
+      t.fault_class = name;
+      t.faults += c.faults;
+      t.expected += c.expected;
+      t.detected += c.detected;
+      t.entity_ok += c.entity_ok;
+      t.cause_expected += c.cause_expected;
+      t.cause_ok += c.cause_ok;
+      t.raised += c.raised;
+      t.raised_ok += c.raised_ok;
+      t.false_alarms += c.false_alarms;
+      t.ttd_seconds.insert(t.ttd_seconds.end(), c.ttd_seconds.begin(), c.ttd_seconds.end());
+    }
+  }
+  absl::StrAppend(&out, "\n## Per fault class\n\n",
+                  "| fault class | faults | precision | recall | correct entity | correct cause | "
+                  "time to detect (median / max) |\n|---|---|---|---|---|---|---|\n");
+  for (const auto& [name, c] : total) {
+    absl::StrAppend(
+        &out, absl::StrFormat("| %s | %d | %s | %s | %s | %s | %s / %s |\n", name, c.faults,
+                              c.expected == 0 ? (c.false_alarms == 0 ? "1.00 (nothing raised)"
+                                                                     : absl::StrCat(c.false_alarms, " raised"))
+                                              : Frac(c.raised_ok, c.raised),
+                              Frac(c.detected, c.expected), Frac(c.entity_ok, c.expected),
+                              Frac(c.cause_ok, c.cause_expected), Median(c.ttd_seconds),
+                              Max(c.ttd_seconds)));
+  }
+  absl::StrAppend(&out, absl::StrFormat(
+                            "\nFalse alarms (incidents no injected fault explains): %d in %.2f "
+                            "simulated node-hours (%.1f per 1,000 node-hours).\n",
+                            false_alarms, node_hours,
+                            node_hours > 0 ? 1000.0 * false_alarms / node_hours : 0.0));
+  absl::StrAppend(&out, "\n## Per scenario\n\n");
+  for (const auto& [s, r] : runs) {
+    absl::StrAppend(&out, "### ", s.name, "\n\n", s.description, "\n\n",
+                    absl::StrFormat("%d nodes × %d GPUs, %s at %s sampling, seed %d; %s.\n\n",
+                                    s.nodes, s.gpus, absl::FormatDuration(s.duration),
+                                    absl::FormatDuration(s.interval), s.seed,
+                                    r.all_detected() && r.false_alarms.empty()
+                                        ? "**pass**"
+                                        : "**fail**"),
+                    "```\n", FormatScoreTable(s, r), "```\n\n");
+  }
+  return out;
+}
+
+}  // namespace ringside::sim

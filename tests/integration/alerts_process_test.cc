@@ -1,0 +1,410 @@
+// Alerts end to end: a real ringside-aggregator sends the incidents of a flapping port (fed by a
+// raw ingest client) to Debian's prometheus-alertmanager and to a loopback webhook receiver.
+// Alertmanager shows RingsideLinkFlapping with the port's labels while it fires and notifies its
+// own receiver when it resolves; the webhook receiver gets every change once, signed, in order —
+// across an aggregator restart, and after being down (a few seconds, and a real 30 s).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/aggregator/alerts/hmac.h"
+#include "daemon/aggregator/alerts/http_client.h"
+#include "nlohmann/json.hpp"
+#include "tests/aggregator/http_receiver.h"
+#include "tests/aggregator/ingest_test_util.h"
+#include "tests/testing/process.h"
+#include "tests/testing/prom_text.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ringside {
+namespace {
+
+using testing::BinaryPath;
+using testing::HttpReceiver;
+
+constexpr char kAlertmanager[] = "/usr/bin/prometheus-alertmanager";
+constexpr char kSecret[] = "correct horse battery staple";
+
+int FreePort() {
+  HttpReceiver r;
+  const int port = r.port();
+  r.Stop();
+  return port;
+}
+
+std::optional<std::string> Get(int port, const std::string& path) {
+  daemon::HttpClientRequest req;
+  req.url = *daemon::ParseHttpUrl(absl::StrCat("http://127.0.0.1:", port, path));
+  req.timeout = absl::Seconds(5);
+  auto r = daemon::SendHttp(req);
+  if (!r.ok() || r->status != 200) return std::nullopt;
+  return r->body;
+}
+
+// Waits (bounded) until `pred` holds.
+template <typename Pred>
+bool Eventually(Pred pred, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (pred()) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return pred();
+}
+
+class Alertmanager {
+ public:
+  // Routes every alert to `notify_url` (send_resolved), with 1 s grouping.
+  Alertmanager(const std::string& dir, const std::string& notify_url) : port_(FreePort()) {
+    std::filesystem::create_directories(dir + "/am");
+    const std::string config = dir + "/alertmanager.yml";
+    std::ofstream(config) << "route:\n"
+                             "  receiver: hook\n"
+                             "  group_by: ['alertname', 'ringside_incident_id']\n"
+                             "  group_wait: 1s\n"
+                             "  group_interval: 1s\n"
+                             "  repeat_interval: 1h\n"
+                             "receivers:\n"
+                             "  - name: hook\n"
+                             "    webhook_configs:\n"
+                             "      - url: '"
+                          << notify_url << "'\n        send_resolved: true\n";
+    process_ = std::make_unique<testing::Process>(
+        std::vector<std::string>{kAlertmanager, "--config.file=" + config,
+                                 "--storage.path=" + dir + "/am",
+                                 absl::StrCat("--web.listen-address=127.0.0.1:", port_),
+                                 "--cluster.listen-address=", "--log.level=info"},
+        dir);
+  }
+  ~Alertmanager() {
+    process_->Signal(SIGTERM);
+    process_->Wait(absl::Seconds(10));
+  }
+  bool WaitReady() {
+    return Eventually([&] { return Get(port_, "/-/ready").has_value(); }, absl::Seconds(30));
+  }
+  // GET /api/v2/alerts: the alerts Alertmanager holds that have not ended.
+  nlohmann::json Alerts() {
+    std::optional<std::string> body = Get(port_, "/api/v2/alerts");
+    if (!body) return nlohmann::json::array();
+    return nlohmann::json::parse(*body, nullptr, false);
+  }
+  std::optional<nlohmann::json> Find(const std::string& alertname) {
+    for (const auto& a : Alerts()) {
+      if (a.contains("labels") && a["labels"].value("alertname", "") == alertname) return a;
+    }
+    return std::nullopt;
+  }
+  int port() const { return port_; }
+  std::string url() const { return absl::StrCat("http://127.0.0.1:", port_); }
+  std::string Stderr() const { return process_->Stderr(); }
+
+ private:
+  int port_;
+  std::unique_ptr<testing::Process> process_;
+};
+
+class Aggregator {
+ public:
+  Aggregator(const std::string& dir, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {BinaryPath("daemon/ringside-aggregator"),
+                                     "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+                                     "--state-dir=" + dir + "/state"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process_ = std::make_unique<testing::Process>(argv, dir);
+  }
+  bool WaitStarted() {
+    if (!process_->WaitForStderr("HTTP (/metrics", absl::Seconds(30))) return false;
+    const std::string err = process_->Stderr();
+    std::smatch m;
+    if (!std::regex_search(err, m,
+                           std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
+      return false;
+    }
+    grpc_port_ = std::stoi(m[1].str());
+    if (!std::regex_search(err, m, std::regex("HTTP \\(/metrics[^\\n]*\\(port ([0-9]+)\\)"))) {
+      return false;
+    }
+    http_port_ = std::stoi(m[1].str());
+    return true;
+  }
+  int Stop() {
+    process_->Signal(SIGTERM);
+    return process_->Wait(absl::Seconds(20));
+  }
+  testing::PromText Metrics() {
+    return testing::ParsePromText(Get(http_port_, "/metrics").value_or(""));
+  }
+  int grpc_port() const { return grpc_port_; }
+  testing::Process& process() { return *process_; }
+  std::string Stderr() const { return process_->Stderr(); }
+
+ private:
+  std::unique_ptr<testing::Process> process_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+};
+
+v1::AgentMessage PortEvents(uint64_t seq, absl::Time t0, int n) {
+  v1::AgentMessage m;
+  m.set_seq(seq);
+  for (int i = 0; i < n; ++i) {
+    v1::LinkEvent* e = m.mutable_link_events()->add_events();
+    e->set_time_unix_nanos(absl::ToUnixNanos(t0 + absl::Milliseconds(200) * i));
+    e->set_source("verbs");
+    e->set_device("mlx5_0");
+    e->set_port("1");
+    e->set_from(i % 2 == 0 ? v1::LINK_STATE_UP : v1::LINK_STATE_DOWN);
+    e->set_to(i % 2 == 0 ? v1::LINK_STATE_DOWN : v1::LINK_STATE_UP);
+  }
+  return m;
+}
+
+// Two down→up cycles of mlx5_0 port 1 on node "flappy": link_down, then link_flapping.
+void Flap(Aggregator& agg) {
+  testing::RawAgent agent(agg.grpc_port());
+  ASSERT_TRUE(agent.Send(testing::HelloMsg("flappy", 1)));
+  ASSERT_TRUE(agent.Send(PortEvents(1, absl::Now(), 2)));
+  ASSERT_TRUE(agent.WaitAck(1));
+  ASSERT_TRUE(agg.process().WaitForStderr("opened: link_down", absl::Seconds(20))) << agg.Stderr();
+  ASSERT_TRUE(agent.Send(PortEvents(2, absl::Now(), 2)));
+  ASSERT_TRUE(agent.WaitAck(2));
+  ASSERT_TRUE(agg.process().WaitForStderr("opened: link_flapping", absl::Seconds(20)))
+      << agg.Stderr();
+  EXPECT_TRUE(agent.Finish().ok());
+}
+
+struct Delivery {
+  std::string id;
+  std::string type;
+  std::string kind;
+  uint64_t incident = 0;
+  uint64_t revision = 0;
+};
+
+// The webhook deliveries the receiver accepted, each checked for a valid signature.
+std::vector<Delivery> Deliveries(const HttpReceiver& r) {
+  std::vector<Delivery> out;
+  for (const HttpReceiver::Request& req : r.Accepted()) {
+    EXPECT_EQ(req.headers.at("x-ringside-signature"),
+              "sha256=" + daemon::HmacSha256Hex(kSecret, req.body));
+    auto j = nlohmann::json::parse(req.body, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << req.body;
+    if (j.is_discarded()) continue;
+    Delivery d;
+    d.id = j.value("delivery_id", "");
+    EXPECT_EQ(req.headers.at("x-ringside-delivery"), d.id);
+    EXPECT_FALSE(req.headers.at("x-ringside-timestamp").empty());
+    d.type = j.value("type", "");
+    d.kind = j["incident"].value("kind", "");
+    d.incident = j["incident"].value("id", uint64_t{0});
+    d.revision = j["incident"].value("revision", uint64_t{0});
+    out.push_back(d);
+  }
+  return out;
+}
+
+bool Has(const std::vector<Delivery>& ds, const std::string& kind, const std::string& type) {
+  for (const Delivery& d : ds) {
+    if (d.kind == kind && d.type == type) return true;
+  }
+  return false;
+}
+
+// Every delivery once; per incident, revisions rising, opened first and resolved last.
+void ExpectOnceEachInOrder(const std::vector<Delivery>& ds) {
+  std::set<std::string> ids;
+  std::map<uint64_t, const Delivery*> last;
+  for (const Delivery& d : ds) {
+    EXPECT_TRUE(ids.insert(d.id).second) << d.id << " delivered twice";
+    auto it = last.find(d.incident);
+    if (it == last.end()) {
+      EXPECT_EQ(d.type, "opened") << d.id << " is the first event of its incident";
+    } else {
+      EXPECT_GT(d.revision, it->second->revision) << d.id << " after " << it->second->id;
+      EXPECT_NE(it->second->type, "resolved") << d.id << " after " << it->second->id;
+    }
+    last[d.incident] = &d;
+  }
+}
+
+std::string WriteSecret(const std::string& dir) {
+  const std::string path = dir + "/webhook.secret";
+  std::ofstream(path) << kSecret << "\n";
+  return path;
+}
+
+TEST(AlertsProcessTest, FlappingPortReachesAlertmanagerAndWebhookOnceAcrossRestarts) {
+  if (!std::filesystem::exists(kAlertmanager)) {
+    GTEST_SKIP() << kAlertmanager << " is not installed (Debian prometheus-alertmanager)";
+  }
+  testing::TempDir dir;
+  HttpReceiver hook;
+  HttpReceiver am_notifications;
+  Alertmanager am(dir.path(), am_notifications.url("/am"));
+  ASSERT_TRUE(am.WaitReady()) << am.Stderr();
+  const std::vector<std::string> flags = {
+      "--alertmanager-url=" + am.url(),
+      "--webhook-url=" + hook.url(),
+      "--webhook-secret-file=" + WriteSecret(dir.path()),
+      "--alert-resend-interval=2s",
+      "--alert-retry-initial=200ms",
+      "--alert-retry-max=1s",
+      "--detect-set=link.flap_quiet=8s,incidents.unconfirmed_timeout=20s"};
+
+  auto agg = std::make_unique<Aggregator>(dir.path(), flags);
+  ASSERT_TRUE(agg->WaitStarted()) << agg->Stderr();
+  Flap(*agg);
+  if (HasFatalFailure()) return;
+
+  // Alertmanager holds the firing alert with the port's labels.
+  std::optional<nlohmann::json> alert;
+  ASSERT_TRUE(Eventually([&] { return (alert = am.Find("RingsideLinkFlapping")).has_value(); },
+                         absl::Seconds(20)))
+      << am.Alerts().dump() << agg->Stderr();
+  const auto& labels = (*alert)["labels"];
+  EXPECT_EQ(labels.value("severity", ""), "critical");
+  EXPECT_EQ(labels.value("node", ""), "flappy");
+  EXPECT_EQ(labels.value("device", ""), "mlx5_0");
+  EXPECT_EQ(labels.value("port", ""), "1");
+  EXPECT_FALSE(labels.value("ringside_incident_id", "").empty());
+  EXPECT_EQ((*alert)["status"].value("state", ""), "active");
+  EXPECT_NE((*alert)["annotations"].value("runbook_url", "").find("#link_flapping"),
+            std::string::npos);
+  EXPECT_FALSE((*alert)["annotations"].value("summary", "").empty());
+  const std::string flapping_id = labels.value("ringside_incident_id", "");
+
+  // The webhook got link_down (opened, resolved) and link_flapping opened.
+  ASSERT_TRUE(Eventually([&] { return Has(Deliveries(hook), "link_flapping", "opened"); },
+                         absl::Seconds(10)));
+  EXPECT_TRUE(Has(Deliveries(hook), "link_down", "opened"));
+  EXPECT_TRUE(Eventually([&] { return Has(Deliveries(hook), "link_down", "resolved"); },
+                         absl::Seconds(10)));
+
+  // Restart while link_flapping is open: the reloaded incident raises no second "opened".
+  ASSERT_EQ(agg->Stop(), 0) << agg->Stderr();
+  const size_t before_restart = Deliveries(hook).size();
+  agg = std::make_unique<Aggregator>(dir.path(), flags);
+  ASSERT_TRUE(agg->WaitStarted()) << agg->Stderr();
+
+  // It resolves (quiet link): Alertmanager ends the alert and notifies "resolved"; the webhook
+  // gets "resolved" once.
+  ASSERT_TRUE(Eventually([&] { return Has(Deliveries(hook), "link_flapping", "resolved"); },
+                         absl::Seconds(40)))
+      << agg->Stderr();
+  EXPECT_TRUE(
+      Eventually([&] { return !am.Find("RingsideLinkFlapping").has_value(); }, absl::Seconds(15)))
+      << am.Alerts().dump();
+  bool notified_resolved = false;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        for (const auto& req : am_notifications.Requests()) {
+          auto j = nlohmann::json::parse(req.body, nullptr, false);
+          if (j.is_discarded()) continue;
+          for (const auto& a : j["alerts"]) {
+            if (a["labels"].value("alertname", "") == "RingsideLinkFlapping" &&
+                a["labels"].value("ringside_incident_id", "") == flapping_id &&
+                a.value("status", "") == "resolved") {
+              notified_resolved = true;
+            }
+          }
+        }
+        return notified_resolved;
+      },
+      absl::Seconds(15)))
+      << "Alertmanager never notified the resolution";
+  std::vector<Delivery> all = Deliveries(hook);
+  ExpectOnceEachInOrder(all);
+  for (size_t i = before_restart; i < all.size(); ++i) {
+    EXPECT_NE(all[i].type, "opened") << all[i].id << " after the restart";
+  }
+  testing::PromText m = agg->Metrics();
+  EXPECT_FALSE(m.Find("ringside_aggregator_alert_deliveries_total",
+                      {{"type", "alertmanager"}, {"result", "ok"}})
+                   .empty());
+  EXPECT_FALSE(m.Find("ringside_aggregator_alert_queue_length", {{"type", "webhook"}}).empty());
+
+  // A second restart with everything delivered sends nothing at all to the webhook.
+  ASSERT_EQ(agg->Stop(), 0) << agg->Stderr();
+  const size_t settled = hook.Requests().size();
+  agg = std::make_unique<Aggregator>(dir.path(), flags);
+  ASSERT_TRUE(agg->WaitStarted()) << agg->Stderr();
+  absl::SleepFor(absl::Seconds(3));  // longer than the resend interval and retry delays
+  EXPECT_EQ(hook.Requests().size(), settled);
+  EXPECT_FALSE(am.Find("RingsideLinkFlapping").has_value());
+  EXPECT_EQ(agg->Stop(), 0);
+}
+
+// The webhook receiver is down while the incidents happen; once it is back it gets every event,
+// once each, in order.
+void DownReceiverCatchesUp(absl::Duration down_for) {
+  testing::TempDir dir;
+  const int port = FreePort();
+  auto agg = std::make_unique<Aggregator>(
+      dir.path(),
+      std::vector<std::string>{absl::StrCat("--webhook-url=http://127.0.0.1:", port, "/hook"),
+                               "--webhook-secret-file=" + WriteSecret(dir.path()),
+                               "--alert-retry-initial=200ms", "--alert-retry-max=2s",
+                               "--detect-set=link.flap_quiet=2s"});
+  ASSERT_TRUE(agg->WaitStarted()) << agg->Stderr();
+  const absl::Time down_since = absl::Now();
+  Flap(*agg);
+  if (::testing::Test::HasFatalFailure()) return;
+  ASSERT_TRUE(agg->process().WaitForStderr("resolved: link_flapping", absl::Seconds(20)))
+      << agg->Stderr();
+  // Failed attempts are counted while it is down.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto f = agg->Metrics().Find("ringside_aggregator_alert_deliveries_total",
+                                     {{"type", "webhook"}, {"result", "failed"}});
+        return !f.empty() && f[0].value >= 2;
+      },
+      absl::Seconds(10)));
+  absl::SleepFor(std::max(absl::ZeroDuration(), down_for - (absl::Now() - down_since)));
+  HttpReceiver hook(port);
+  ASSERT_GT(hook.port(), 0);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        std::vector<Delivery> ds = Deliveries(hook);
+        return Has(ds, "link_flapping", "resolved") && Has(ds, "link_down", "resolved");
+      },
+      absl::Seconds(15)))
+      << agg->Stderr();
+  absl::SleepFor(absl::Milliseconds(500));  // room for a (wrong) repeat
+  std::vector<Delivery> ds = Deliveries(hook);
+  ExpectOnceEachInOrder(ds);
+  EXPECT_TRUE(Has(ds, "link_down", "opened"));
+  EXPECT_TRUE(Has(ds, "link_flapping", "opened"));
+  // In order across incidents too: everything in the order it happened.
+  ASSERT_FALSE(ds.empty());
+  EXPECT_EQ(ds.front().kind, "link_down");
+  EXPECT_EQ(ds.front().type, "opened");
+  EXPECT_EQ(ds.back().kind, "link_flapping");
+  EXPECT_EQ(ds.back().type, "resolved");
+  auto retried =
+      agg->Metrics().Find("ringside_aggregator_alert_retries_total", {{"type", "webhook"}});
+  ASSERT_FALSE(retried.empty());
+  EXPECT_GE(retried[0].value, 1);
+  EXPECT_EQ(agg->Stop(), 0);
+}
+
+TEST(AlertsProcessTest, WebhookDownForSecondsGetsEverythingOnceInOrder) {
+  DownReceiverCatchesUp(absl::Seconds(5));
+}
+
+TEST(AlertsProcessTest, WebhookDownFor30SecondsGetsEverythingOnceInOrder) {
+  DownReceiverCatchesUp(absl::Seconds(30));
+}
+
+}  // namespace
+}  // namespace ringside
