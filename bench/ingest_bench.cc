@@ -238,7 +238,7 @@ RunResult RunOnce(bool detect) {
   const std::string metrics = HttpGet(http_port, "/metrics");
   const double series = Metric(metrics, "ringside_aggregator_series");
   const double state_bytes = Metric(metrics, "ringside_aggregator_series_state_bytes");
-  const double steps = Metric(metrics, "ringside_aggregator_counter_steps_total");
+  const double steps = Metric(metrics, "ringside_aggregator_sample_steps_total");
   const double received = Metric(metrics, "ringside_aggregator_samples_received_total");
   const double rejected = Metric(metrics, "ringside_aggregator_samples_rejected_total");
   const long rss_after = RssKib(agg);

@@ -82,7 +82,7 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
       {"ringside_aggregator_samples_rejected_total", MetricType::Counter, "reason",
        "Sample values skipped: undefined_id (never defined for the node), out_of_order (not newer "
        "than the series' last sample)."},
-      {"ringside_aggregator_counter_steps_total", MetricType::Counter, "kind",
+      {"ringside_aggregator_sample_steps_total", MetricType::Counter, "kind",
        "Samples taken in, by how the step was classified: baseline, normal, wrap, reset, "
        "saturated, invalid, value (gauges and states)."},
       {"ringside_aggregator_collective_records_received_total", MetricType::Counter, "",
@@ -183,7 +183,7 @@ std::vector<MetricFamily> AggregatorCollectable::Collect() const {
   AddEnum(out, "ringside_aggregator_samples_rejected_total", "reason", s.samples_rejected,
           SampleRejectionName);
   for (size_t k = 1; k < kStepKinds; ++k) {  // kNone never counts
-    out.Add("ringside_aggregator_counter_steps_total",
+    out.Add("ringside_aggregator_sample_steps_total",
             {{"kind", std::string(analysis::StepKindName(static_cast<analysis::StepKind>(k)))}},
             Load(s.steps[k]));
   }

@@ -67,7 +67,7 @@ enum class EndReason : uint8_t {
 };
 absl::string_view EndReasonName(EndReason r);
 
-// Counter-step classes (the `kind` label of counter_steps_total).
+// Counter-step classes (the `kind` label of sample_steps_total).
 inline constexpr size_t kStepKinds = 8;  // analysis::StepKind values
 
 template <typename Enum>
