@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/job_runner.h"
 #include "sim/sim_names.h"
+#include "sim/topology_writer.h"
 
 namespace ringside::sim {
 namespace {
@@ -75,15 +76,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const Scenario& scenario
   c->ended_.assign(scenario.faults.size(), false);
   c->state_dir_ = c->o_.work_dir + "/aggregator";
   std::filesystem::create_directories(c->state_dir_);
-  // Topology: nodes under leaf switches, as a `node switch` map.
-  c->topology_ = c->o_.work_dir + "/topology.txt";
+  // Topology: nodes under leaf switches, in ibnetdiscover's format (what a real fabric gives).
+  c->topology_ = c->o_.work_dir + "/topology.ibnetdiscover";
   {
     std::ofstream t(c->topology_);
-    t << "# node leaf-switch (written by ringside-sim)\n";
-    for (int i = 0; i < scenario.nodes; ++i) {
-      t << scenario.NodeName(i) << " "
-        << absl::StrFormat("leaf-%02d", i / scenario.nodes_per_leaf + 1) << "\n";
-    }
+    t << IbnetdiscoverTopology(scenario);
     if (!t) return absl::InternalError("cannot write " + c->topology_);
   }
   for (int i = 0; i < scenario.nodes; ++i) {
