@@ -23,8 +23,8 @@
 
 namespace ringside::daemon {
 
-inline constexpr char kDefaultRunbookBaseUrl[] =
-    "https://github.com/ringside/ringside/blob/main/docs/runbook.md";
+// The path in this repository; sites set --runbook-base-url to where they publish it.
+inline constexpr char kDefaultRunbookBaseUrl[] = "docs/runbook.md";
 
 struct AlertOptions {
   std::vector<std::string> alertmanager_urls;  // base URLs (http://host:9093)
