@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -20,6 +22,30 @@ namespace {
 
 using testing::BinaryPath;
 
+// The gRPC port the aggregator logged, or "" when it did not start.
+std::string IngestPort(testing::Process& agg) {
+  if (!agg.WaitForStderr("ingest (gRPC) listening", absl::Seconds(30))) return "";
+  std::smatch m;
+  const std::string err = agg.Stderr();
+  if (!std::regex_search(err, m,
+                         std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
+    return "";
+  }
+  return m[1].str();
+}
+
+// A real agent on `tree` streaming to the aggregator at `port` every 100 ms, sysfs only.
+std::unique_ptr<testing::Process> StartAgent(const std::string& tree, const std::string& node,
+                                             const std::string& port, const std::string& cwd) {
+  return std::make_unique<testing::Process>(
+      std::vector<std::string>{BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree,
+                               "--node-name=" + node, "--aggregator=127.0.0.1:" + port,
+                               "--interval=100ms", "--listen=", "--nvml-library=",
+                               "--ethtool-source=off", "--link-events=false",
+                               "--collectives-socket="},
+      cwd);
+}
+
 TEST(AggregatorDetectTest, FlappingPortOpensLinkDownThenLinkFlapping) {
   testing::TempDir dir;
   testing::TempDir tree;
@@ -28,16 +54,9 @@ TEST(AggregatorDetectTest, FlappingPortOpensLinkDownThenLinkFlapping) {
   testing::Process agg({BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
                         "--http-listen=", "--state-dir=" + dir.path() + "/state"},
                        dir.path());
-  ASSERT_TRUE(agg.WaitForStderr("ingest (gRPC) listening", absl::Seconds(30))) << agg.Stderr();
-  std::smatch m;
-  std::string err = agg.Stderr();
-  ASSERT_TRUE(std::regex_search(err, m, std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)")));
-  testing::Process agent({BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
-                          "--node-name=flappy", "--aggregator=127.0.0.1:" + m[1].str(),
-                          "--interval=100ms", "--listen=", "--nvml-library=",
-                          "--ethtool-source=off", "--link-events=false",
-                          "--collectives-socket="},
-                         dir.path());
+  const std::string port = IngestPort(agg);
+  ASSERT_FALSE(port.empty()) << agg.Stderr();
+  std::unique_ptr<testing::Process> agent = StartAgent(tree.path(), "flappy", port, dir.path());
   absl::SleepFor(absl::Seconds(1));
   auto flap = [&] {
     ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 2).ok());
@@ -52,8 +71,8 @@ TEST(AggregatorDetectTest, FlappingPortOpensLinkDownThenLinkFlapping) {
   const std::string log = agg.Stderr();
   EXPECT_NE(log.find("device=mlx5_0"), std::string::npos) << log;
   EXPECT_NE(log.find("node=flappy"), std::string::npos) << log;
-  agent.Signal(SIGTERM);
-  EXPECT_EQ(agent.Wait(absl::Seconds(20)), 0);
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(absl::Seconds(20)), 0);
   agg.Signal(SIGTERM);
   EXPECT_EQ(agg.Wait(absl::Seconds(20)), 0) << agg.Stderr();
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/state/incidents.db"));
@@ -74,16 +93,9 @@ TEST(AggregatorDetectTest, RoceNetdevAndItsRdmaPortAreOneLink) {
   testing::Process agg({BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
                         "--http-listen="},
                        dir.path());
-  ASSERT_TRUE(agg.WaitForStderr("ingest (gRPC) listening", absl::Seconds(30))) << agg.Stderr();
-  std::smatch m;
-  std::string err = agg.Stderr();
-  ASSERT_TRUE(std::regex_search(err, m, std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)")));
-  testing::Process agent({BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
-                          "--node-name=roce", "--aggregator=127.0.0.1:" + m[1].str(),
-                          "--interval=100ms", "--listen=", "--nvml-library=",
-                          "--ethtool-source=off", "--link-events=false",
-                          "--collectives-socket="},
-                         dir.path());
+  const std::string port = IngestPort(agg);
+  ASSERT_FALSE(port.empty()) << agg.Stderr();
+  std::unique_ptr<testing::Process> agent = StartAgent(tree.path(), "roce", port, dir.path());
   absl::SleepFor(absl::Seconds(1));
   ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 3).ok());
   ASSERT_TRUE(w.SetNetdevAttr("eth0", "operstate", "down").ok());
@@ -95,8 +107,8 @@ TEST(AggregatorDetectTest, RoceNetdevAndItsRdmaPortAreOneLink) {
   for (size_t p = 0; (p = log.find("opened: link_down", p)) != std::string::npos; ++p) ++opened;
   EXPECT_EQ(opened, 1u) << log;
   EXPECT_NE(log.find("device=mlx5_0"), std::string::npos) << log;
-  agent.Signal(SIGTERM);
-  EXPECT_EQ(agent.Wait(absl::Seconds(20)), 0);
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(absl::Seconds(20)), 0);
   agg.Signal(SIGTERM);
   EXPECT_EQ(agg.Wait(absl::Seconds(20)), 0) << agg.Stderr();
 }
