@@ -5,6 +5,7 @@
 
 #include "absl/time/time.h"
 #include "analysis/series_state.h"
+#include "daemon/aggregator/catalog_families.h"
 
 namespace ringside::daemon {
 namespace {
@@ -13,50 +14,13 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-class Families {
- public:
-  Families() {
-    for (const AggregatorMetricSpec& spec : AggregatorMetricCatalog()) {
-      index_[spec.name] = families_.size();
-      MetricFamily f;
-      f.name = std::string(spec.name);
-      f.help = std::string(spec.help);
-      f.type = spec.type;
-      families_.push_back(std::move(f));
-    }
-  }
-  void Add(absl::string_view name, std::vector<ClientMetric::Label> labels, double value) {
-    auto it = index_.find(name);
-    if (it == index_.end()) return;  // not in the catalog: a bug caught by the catalog test
-    MetricFamily& f = families_[it->second];
-    ClientMetric m;
-    m.label = std::move(labels);
-    if (f.type == MetricType::Counter) {
-      m.counter.value = value;
-    } else {
-      m.gauge.value = value;
-    }
-    f.metric.push_back(std::move(m));
-  }
-  std::vector<MetricFamily> Take() {
-    std::vector<MetricFamily> out;
-    for (MetricFamily& f : families_) {
-      if (!f.metric.empty()) out.push_back(std::move(f));
-    }
-    return out;
-  }
-
- private:
-  std::map<absl::string_view, size_t> index_;
-  std::vector<MetricFamily> families_;
-};
 
 double Load(const std::atomic<uint64_t>& a) {
   return static_cast<double>(a.load(std::memory_order_relaxed));
 }
 
 template <typename Enum, size_t N>
-void AddEnum(Families& out, absl::string_view family, absl::string_view label,
+void AddEnum(CatalogFamilies& out, absl::string_view family, absl::string_view label,
              const std::array<std::atomic<uint64_t>, N>& counters,
              absl::string_view (*name)(Enum)) {
   for (size_t i = 0; i < counters.size(); ++i) {
@@ -174,7 +138,7 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
 }
 
 std::vector<MetricFamily> AggregatorCollectable::Collect() const {
-  Families out;
+  CatalogFamilies out(AggregatorMetricCatalog());
   const IngestStats& s = *stats_;
   out.Add("ringside_aggregator_build_info", {{"version", version_}}, 1);
   AddEnum(out, "ringside_aggregator_messages_received_total", "type", s.messages, MessageTypeName);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/finding.h"
 #include "analysis/incidents.h"
+#include "daemon/aggregator/catalog_families.h"
 
 namespace ringside::daemon {
 namespace {
@@ -32,63 +33,6 @@ constexpr absl::string_view kLag = "ringside_straggler_lag_ratio";
 constexpr absl::string_view kWait = "ringside_straggler_wait_ratio";
 constexpr absl::string_view kDropped = "ringside_metrics_series_dropped";
 
-// The families of one scrape, in catalog order; empty ones are left out.
-class Families {
- public:
-  Families() {
-    for (const AnalysisMetricSpec& spec : AnalysisMetricCatalog()) {
-      index_[spec.name] = families_.size();
-      MetricFamily f;
-      f.name = std::string(spec.name);
-      f.help = std::string(spec.help);
-      f.type = spec.type;
-      families_.push_back(std::move(f));
-    }
-  }
-  void Add(absl::string_view name, std::vector<ClientMetric::Label> labels, double value) {
-    MetricFamily* f = Find(name);
-    if (f == nullptr) return;
-    ClientMetric m;
-    m.label = std::move(labels);
-    if (f->type == MetricType::Counter) {
-      m.counter.value = value;
-    } else {
-      m.gauge.value = value;
-    }
-    f->metric.push_back(std::move(m));
-  }
-  void AddHistogram(absl::string_view name, std::vector<ClientMetric::Label> labels,
-                    const DurationHistogram& h) {
-    MetricFamily* f = Find(name);
-    if (f == nullptr) return;
-    ClientMetric m;
-    m.label = std::move(labels);
-    m.histogram.sample_count = h.count;
-    m.histogram.sample_sum = h.sum;
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < kCollectiveDurationBuckets.size(); ++i) {
-      cumulative += h.counts[i];
-      m.histogram.bucket.push_back({cumulative, kCollectiveDurationBuckets[i]});
-    }
-    // +Inf is added by the serializer from sample_count.
-    f->metric.push_back(std::move(m));
-  }
-  std::vector<MetricFamily> Take() {
-    std::vector<MetricFamily> out;
-    for (MetricFamily& f : families_) {
-      if (!f.metric.empty()) out.push_back(std::move(f));
-    }
-    return out;
-  }
-
- private:
-  MetricFamily* Find(absl::string_view name) {
-    auto it = index_.find(name);
-    return it == index_.end() ? nullptr : &families_[it->second];
-  }
-  std::map<absl::string_view, size_t> index_;
-  std::vector<MetricFamily> families_;
-};
 
 // Keeps the `max` items ranking first under `worse` (stable for equal ones); returns how many
 // were dropped.
@@ -102,6 +46,20 @@ size_t KeepWorst(std::vector<T>& items, size_t max, Worse worse) {
 }
 
 std::string Str(absl::string_view s) { return std::string(s); }
+
+// One collective-duration histogram as a metric (+Inf is added by the serializer from the count).
+ClientMetric HistogramMetric(std::vector<ClientMetric::Label> labels, const DurationHistogram& h) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.histogram.sample_count = h.count;
+  m.histogram.sample_sum = h.sum;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kCollectiveDurationBuckets.size(); ++i) {
+    cumulative += h.counts[i];
+    m.histogram.bucket.push_back({cumulative, kCollectiveDurationBuckets[i]});
+  }
+  return m;
+}
 
 }  // namespace
 
@@ -261,7 +219,7 @@ std::shared_ptr<const AnalysisMetrics::Views> AnalysisMetrics::CurrentViews() co
 }
 
 std::vector<MetricFamily> AnalysisMetrics::Collect() const {
-  Families out;
+  CatalogFamilies out(AnalysisMetricCatalog());
   auto dropped = [&out](absl::string_view family, size_t n) {
     out.Add(kDropped, {{"family", Str(family)}}, static_cast<double>(n));
   };
@@ -416,8 +374,8 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
   }
 
   for (const CollectiveHistograms::Series& s : histograms_.Snapshot()) {
-    out.AddHistogram("ringside_collective_duration_seconds",
-                     {{"job", s.job}, {"function", s.function}}, s.histogram);
+    out.AddMetric("ringside_collective_duration_seconds",
+                  HistogramMetric({{"job", s.job}, {"function", s.function}}, s.histogram));
   }
   out.Add("ringside_metrics_other_job_records_total", {},
           static_cast<double>(histograms_.other_job_records()));
