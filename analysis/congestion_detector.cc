@@ -61,6 +61,11 @@ bool CongestionDetector::Uses(absl::string_view source, absl::string_view counte
   return Slot(source, counter, -1, nullptr) >= 0;
 }
 
+int32_t CongestionDetector::Prepare(absl::string_view source, absl::string_view counter,
+                                    int32_t priority) {
+  return Slot(source, counter, priority, nullptr);
+}
+
 Finding CongestionDetector::Make(const Port& p, absl::Time at, bool active) const {
   Finding f;
   f.kind = IncidentKind::kCongestion;
@@ -96,20 +101,27 @@ Finding CongestionDetector::Make(const Port& p, absl::Time at, bool active) cons
 }
 
 void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>& out) {
-  const int slot = Slot(step.source, step.counter, step.priority, nullptr);
+  const int slot = step.prepared >= 0 && step.prepared < kSlots
+                       ? step.prepared
+                       : Slot(step.source, step.counter, step.priority, nullptr);
   if (slot < 0) return;
-  key_.assign(step.node.data(), step.node.size());
-  key_.push_back('\0');
-  AppendPortKey(CanonicalPort(directory_, step.node, step.source, step.device, step.port), key_);
-  auto it = ports_.find(key_);
-  if (it == ports_.end()) {
-    auto p = std::make_unique<Port>();
-    p->node = std::string(step.node);
-    p->id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
-    p->entity = p->id.Entity(p->node);
-    it = ports_.emplace(key_, std::move(p)).first;
+  Port* found = last_.Find(step.port_token, directory_);
+  if (found == nullptr) {
+    key_.assign(step.node.data(), step.node.size());
+    key_.push_back('\0');
+    AppendPortKey(CanonicalPort(directory_, step.node, step.source, step.device, step.port), key_);
+    auto it = ports_.find(key_);
+    if (it == ports_.end()) {
+      auto p = std::make_unique<Port>();
+      p->node = std::string(step.node);
+      p->id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
+      p->entity = p->id.Entity(p->node);
+      it = ports_.emplace(key_, std::move(p)).first;
+    }
+    found = it->second.get();
+    last_.Remember(step.port_token, directory_, found);
   }
-  Port& p = *it->second;
+  Port& p = *found;
   const absl::Time t = step.time;
   p.last_input = std::max(p.last_input, t);
   Port::Counter& c = p.counters[slot];
@@ -152,6 +164,7 @@ void CongestionDetector::Advance(absl::Time now, std::vector<Finding>& out) {
         f.evidence["stale"] = 1;
         out.push_back(std::move(f));
       }
+      last_.Clear();
       ports_.erase(it++);
       continue;
     }

@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
+#include "analysis/last_port.h"
 #include "analysis/finding.h"
 
 namespace ringside::analysis {
@@ -46,6 +47,8 @@ class CongestionDetector {
   bool Restore(const Finding& open);
 
   static bool Uses(absl::string_view source, absl::string_view counter);
+  // What this detector reads in a series, for CounterStep::prepared (-1: not used).
+  static int32_t Prepare(absl::string_view source, absl::string_view counter, int32_t priority);
 
   size_t ports() const { return ports_.size(); }
 
@@ -57,6 +60,7 @@ class CongestionDetector {
   const PortDirectory* directory_;
   absl::flat_hash_map<std::string, std::unique_ptr<Port>> ports_;
   std::string key_;
+  LastPort<Port> last_;
 };
 
 }  // namespace ringside::analysis

@@ -1,5 +1,7 @@
 #include "analysis/fabric_analysis.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace ringside::analysis {
 
 SeriesRoute RouteOf(absl::string_view source, absl::string_view counter) {
@@ -39,6 +41,38 @@ void FabricAnalysis::SetTopology(const Topology* topology) {
 void FabricAnalysis::MapNetdev(absl::string_view node, absl::string_view netdev,
                                absl::string_view device, absl::string_view port) {
   ports_.MapNetdev(node, netdev, device, port);
+}
+
+SeriesBinding FabricAnalysis::Bind(absl::string_view source, absl::string_view device,
+                                   absl::string_view port, absl::string_view counter,
+                                   int32_t priority) {
+  SeriesBinding b;
+  b.route = RouteOf(source, counter);
+  switch (b.route) {
+    case SeriesRoute::kLink:
+      b.prepared = LinkDetector::Prepare(source, counter);
+      break;
+    case SeriesRoute::kPauseStorm:
+      b.prepared = PauseStormDetector::Prepare(source, counter, priority);
+      break;
+    case SeriesRoute::kCongestion:
+      b.prepared = CongestionDetector::Prepare(source, counter, priority);
+      break;
+    case SeriesRoute::kNone:
+      return b;
+  }
+  // Numbered by class rather than source, so a port's PMA counters and its state (or a netdev's
+  // statistics and its ethtool counters) share a number: same number, same canonical port.
+  const std::string key =
+      absl::StrCat(static_cast<int>(SourceClass(source)), "\x1f", device, "\x1f", port);
+  auto it = port_numbers_.find(key);
+  if (it != port_numbers_.end()) {
+    b.port = it->second;
+  } else if (port_numbers_.size() < kMaxPortNumbers) {
+    b.port = static_cast<uint32_t>(port_numbers_.size() + 1);
+    port_numbers_.emplace(key, b.port);
+  }
+  return b;
 }
 
 void FabricAnalysis::OnCounter(const CounterStep& step) {

@@ -17,8 +17,10 @@
 #ifndef RINGSIDE_ANALYSIS_FABRIC_ANALYSIS_H_
 #define RINGSIDE_ANALYSIS_FABRIC_ANALYSIS_H_
 
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "analysis/collective_observation.h"
@@ -47,6 +49,22 @@ struct FabricAnalysisOptions {
 enum class SeriesRoute { kNone, kLink, kPauseStorm, kCongestion };
 SeriesRoute RouteOf(absl::string_view source, absl::string_view counter);
 
+// Everything about a series the detectors can decide from its definition alone: which detector it
+// feeds, that detector's reading of its counter (CounterStep::prepared), and a number for its port
+// (source, device, port) shared by every node. A caller that keeps one per series (the aggregator
+// keeps one per series identity) fills `prepared` and `port_token` of each step from it, so a
+// step costs no name parsing and, in a run of one port's series, no port lookup.
+struct SeriesBinding {
+  SeriesRoute route = SeriesRoute::kNone;
+  int32_t prepared = -1;
+  uint32_t port = 0;  // 0: not numbered (too many distinct ports); steps work from the names
+};
+// CounterStep::port_token / StateSample::port_token for a series of node number `node` (a
+// nonzero number the caller gives each node name, stable for the analysis' lifetime).
+inline uint64_t PortToken(uint32_t node, const SeriesBinding& b) {
+  return node == 0 || b.port == 0 ? 0 : (uint64_t{node} << 32) | b.port;
+}
+
 class FabricAnalysis {
  public:
   // `store` may be null (nothing persisted); `topology` may be null. Both must outlive it.
@@ -59,6 +77,10 @@ class FabricAnalysis {
   void SetTopology(const Topology* topology);
   void MapNetdev(absl::string_view node, absl::string_view netdev, absl::string_view device,
                  absl::string_view port);
+
+  // Binds a series once (see SeriesBinding).
+  SeriesBinding Bind(absl::string_view source, absl::string_view device, absl::string_view port,
+                     absl::string_view counter, int32_t priority);
 
   void OnCounter(const CounterStep& step);
   void OnCounter(const CounterStep& step, SeriesRoute route);  // route known: no lookup
@@ -88,6 +110,9 @@ class FabricAnalysis {
   Correlator correlator_;
   IncidentManager incidents_;
   std::vector<Finding> findings_;
+  // Bind's port numbers: source \x1f device \x1f port → number (from 1), up to kMaxPortNumbers.
+  static constexpr size_t kMaxPortNumbers = size_t{1} << 22;
+  absl::flat_hash_map<std::string, uint32_t> port_numbers_;
 };
 
 }  // namespace ringside::analysis

@@ -84,8 +84,10 @@ void PortDirectory::MapNetdev(absl::string_view node, absl::string_view netdev,
   auto& rdma = to_rdma_[node];
   auto [it, fresh] = rdma.try_emplace(netdev);
   if (fresh) ++size_;
+  if (!fresh && it->second.device == device && it->second.port == port) return;  // as it was
   it->second = Rdma{std::string(device), std::string(port)};
   to_netdev_[node][DevicePort(device, port)] = std::string(netdev);
+  ++version_;
 }
 
 PortRef PortDirectory::Canonical(absl::string_view node, absl::string_view source,
@@ -148,8 +150,13 @@ int PrioOf(absl::string_view name, absl::string_view prefix, absl::string_view s
   return p;
 }
 
+PortClass SourceClass(absl::string_view source) {
+  if (source == "nvlink") return PortClass::kNvlink;
+  return IsNetdevSource(source) ? PortClass::kNetdev : PortClass::kRdma;
+}
+
 double StepRate(const CounterStep& step) {
-  const double s = absl::ToDoubleSeconds(step.interval);
+  const double s = FastSeconds(step.interval);
   return s > 0 ? static_cast<double>(step.delta) / s : 0;
 }
 

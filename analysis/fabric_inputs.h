@@ -40,6 +40,12 @@ struct CounterStep {
   absl::Duration interval;    // since the earlier sample
   uint64_t delta = 0;         // width-corrected increase (a lower bound when saturated)
   DeltaKind kind = DeltaKind::kNormal;
+  // Optional, from a caller that binds each series once (FabricAnalysis::Bind, the aggregator):
+  // the routed detector's own reading of (source, counter, priority), and a token naming this
+  // (node, source, device, port) — equal tokens, equal port — so a step costs no name parsing and,
+  // in a run of one port's series, no port lookup. -1 / 0: work from the names.
+  int32_t prepared = -1;
+  uint64_t port_token = 0;
 };
 
 // A sample of a gauge or state series (infiniband_port/state, netdev/operstate, nvlink/link_state,
@@ -52,6 +58,12 @@ struct StateSample {
   absl::string_view counter;
   absl::Time time;
   double value = 0;
+  // Optional, from a caller that binds each series once (FabricAnalysis::Bind, the aggregator):
+  // the routed detector's own reading of (source, counter, priority), and a token naming this
+  // (node, source, device, port) — equal tokens, equal port — so a step costs no name parsing and,
+  // in a run of one port's series, no port lookup. -1 / 0: work from the names.
+  int32_t prepared = -1;
+  uint64_t port_token = 0;
 };
 
 // Same numbering as ringside.v1.LinkState and collectors::LinkState.
@@ -109,6 +121,8 @@ class PortDirectory {
   PortRef Canonical(absl::string_view node, absl::string_view source, absl::string_view device,
                     absl::string_view port) const;
   size_t size() const { return size_; }
+  // Changes whenever a mapping does (callers that cache canonical ports compare it).
+  uint64_t version() const { return version_; }
 
  private:
   struct Rdma {
@@ -119,6 +133,7 @@ class PortDirectory {
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, Rdma>> to_rdma_;
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> to_netdev_;
   size_t size_ = 0;
+  uint64_t version_ = 0;
 };
 
 // Without a directory (null): netdevs stay netdevs.
@@ -132,6 +147,16 @@ PortId ResolvePort(const PortDirectory* directory, absl::string_view node, absl:
 // The priority in a per-priority ethtool name: PrioOf("rx_prio3_pause_duration", "rx_prio",
 // "_pause_duration") == 3; -1 when the name does not have that shape.
 int PrioOf(absl::string_view name, absl::string_view prefix, absl::string_view suffix);
+
+// A duration in seconds, through whole nanoseconds (cheaper than absl::ToDoubleSeconds, which
+// divides exactly; a sampling interval needs no better).
+inline double FastSeconds(absl::Duration d) {
+  return static_cast<double>(absl::ToInt64Nanoseconds(d)) * 1e-9;
+}
+
+// The class of port a source's series are about before any netdev mapping: nvlink, a netdev
+// (netdev, ethtool, netlink) or an RDMA port (everything else).
+PortClass SourceClass(absl::string_view source);
 
 // The per-second rate of a step; 0 when the interval is not positive.
 double StepRate(const CounterStep& step);

@@ -20,8 +20,22 @@ bool LinkDetector::Uses(absl::string_view source, absl::string_view counter) {
   return Classify(source, counter) != kNone;
 }
 
+int32_t LinkDetector::Prepare(absl::string_view source, absl::string_view counter) {
+  const Code code = Classify(source, counter);
+  return code == kNone ? -1 : static_cast<int32_t>(code);
+}
+
 LinkDetector::Link& LinkDetector::GetLink(absl::string_view node, absl::string_view source,
-                                          absl::string_view device, absl::string_view port) {
+                                          absl::string_view device, absl::string_view port,
+                                          uint64_t token) {
+  if (Link* l = last_.Find(token, ports_)) return *l;
+  Link& found = FindOrAddLink(node, source, device, port);
+  last_.Remember(token, ports_, &found);
+  return found;
+}
+
+LinkDetector::Link& LinkDetector::FindOrAddLink(absl::string_view node, absl::string_view source,
+                                                absl::string_view device, absl::string_view port) {
   key_.assign(node.data(), node.size());
   key_.push_back('\0');
   AppendPortKey(CanonicalPort(ports_, node, source, device, port), key_);
@@ -242,9 +256,10 @@ void LinkDetector::CheckQuiet(Link& l, absl::Time now, std::vector<Finding>& out
 // --- inputs -----------------------------------------------------------------------------------
 
 void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>& out) {
-  const Code code = Classify(step.source, step.counter);
+  const Code code =
+      step.prepared >= 0 ? static_cast<Code>(step.prepared) : Classify(step.source, step.counter);
   if (code == kNone) return;
-  Link& l = GetLink(step.node, step.source, step.device, step.port);
+  Link& l = GetLink(step.node, step.source, step.device, step.port, step.port_token);
   l.last_input = std::max(l.last_input, step.time);
   if (code >= kSymbolError && code <= kNv5Effective) {
     ObserveError(l, step, code, out);
@@ -287,9 +302,9 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
 }
 
 void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out) {
-  const Code code = Classify(s.source, s.counter);
+  const Code code = s.prepared >= 0 ? static_cast<Code>(s.prepared) : Classify(s.source, s.counter);
   if (code == kNone) return;
-  Link& l = GetLink(s.node, s.source, s.device, s.port);
+  Link& l = GetLink(s.node, s.source, s.device, s.port, s.port_token);
   l.last_input = std::max(l.last_input, s.time);
   if (code == kIbRate) {
     l.rate_bits_per_s = s.value * 8;
@@ -401,6 +416,7 @@ void LinkDetector::Advance(absl::Time now, std::vector<Finding>& out) {
       if (l.down_open) stale(IncidentKind::kLinkDown);
       if (l.flapping_open) stale(IncidentKind::kLinkFlapping);
       if (l.degraded_open) stale(IncidentKind::kLinkDegraded);
+      last_.Clear();
       links_.erase(it++);
       continue;
     }

@@ -37,6 +37,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
+#include "analysis/last_port.h"
 #include "analysis/fabric_views.h"
 #include "analysis/finding.h"
 
@@ -113,6 +114,9 @@ class LinkDetector {
 
   // Whether a counter or state series is one this detector reads.
   static bool Uses(absl::string_view source, absl::string_view counter);
+  // What this detector reads in a series, for CounterStep::prepared / StateSample::prepared
+  // (-1: not used).
+  static int32_t Prepare(absl::string_view source, absl::string_view counter);
 
   size_t links() const { return links_.size(); }
   // Every link seen so far, as of `now` (the flapping window ends at `now`). Unordered.
@@ -122,7 +126,9 @@ class LinkDetector {
   struct Link;
   struct Down;
   Link& GetLink(absl::string_view node, absl::string_view source, absl::string_view device,
-                absl::string_view port);
+                absl::string_view port, uint64_t token = 0);
+  Link& FindOrAddLink(absl::string_view node, absl::string_view source, absl::string_view device,
+                      absl::string_view port);
   void Transition(Link& l, LinkState to, absl::Time lo, absl::Time hi, uint16_t witness,
                   absl::Time at, const char* how, std::vector<Finding>& out);
   void ObserveDowns(Link& l, uint32_t n, absl::Time lo, absl::Time hi, uint16_t witness,
@@ -142,6 +148,7 @@ class LinkDetector {
   const PortDirectory* ports_;
   absl::flat_hash_map<std::string, std::unique_ptr<Link>> links_;  // node \0 PortId::Key()
   std::string key_;                                                // scratch
+  LastPort<Link> last_;
 };
 
 }  // namespace ringside::analysis

@@ -44,6 +44,16 @@ Parsed ParseCounter(absl::string_view source, absl::string_view c, int32_t step_
   return p;
 }
 
+// CounterStep::prepared: what | tx << 3 | (prio + 2) << 4 (prio is -1 for none, kGlobal, or 0..).
+int32_t Encode(const Parsed& p) {
+  if (p.what == What::kNone || p.prio < -1 || p.prio > 4095) return -1;  // -1: parse each time
+  return static_cast<int32_t>(p.what) | (p.tx ? 8 : 0) | ((p.prio + 2) << 4);
+}
+
+Parsed Decode(int32_t v) {
+  return {static_cast<What>(v & 7), (v & 8) != 0, (v >> 4) - 2};
+}
+
 }  // namespace
 
 struct PauseStormDetector::Dir {
@@ -100,6 +110,11 @@ bool PauseStormDetector::Uses(absl::string_view source, absl::string_view counte
   return ParseCounter(source, counter, -1).what != What::kNone;
 }
 
+int32_t PauseStormDetector::Prepare(absl::string_view source, absl::string_view counter,
+                                    int32_t priority) {
+  return Encode(ParseCounter(source, counter, priority));
+}
+
 std::string PauseStormDetector::DomainOf(const Port& p) const {
   if (topology_ != nullptr) {
     std::string leaf = topology_->LeafOf(p.node, p.id.device, p.id.port);
@@ -122,11 +137,15 @@ void PauseStormDetector::SetTopology(const Topology* topology) {
 }
 
 PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
+  if (Port* p = last_.Find(step.port_token, directory_)) return *p;
   key_.assign(step.node.data(), step.node.size());
   key_.push_back('\0');
   AppendPortKey(CanonicalPort(directory_, step.node, step.source, step.device, step.port), key_);
   auto it = ports_.find(key_);
-  if (it != ports_.end()) return *it->second;
+  if (it != ports_.end()) {
+    last_.Remember(step.port_token, directory_, it->second.get());
+    return *it->second;
+  }
   auto port = std::make_unique<Port>();
   port->node = std::string(step.node);
   port->id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
@@ -134,6 +153,7 @@ PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
   Port& ref = *port;
   by_domain_[ref.domain].push_back(&ref);
   ports_.emplace(key_, std::move(port));
+  last_.Remember(step.port_token, directory_, &ref);
   return ref;
 }
 
@@ -153,7 +173,8 @@ PauseStormDetector::Prio* PauseStormDetector::FindPrio(Port& p, int prio) const 
 }
 
 void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>& out) {
-  const Parsed what = ParseCounter(step.source, step.counter, step.priority);
+  const Parsed what = step.prepared >= 0 ? Decode(step.prepared)
+                                         : ParseCounter(step.source, step.counter, step.priority);
   if (what.what == What::kNone) return;
   Port& port = GetPort(step);
   port.last_input = std::max(port.last_input, step.time);
@@ -176,7 +197,7 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
     pp->prio = what.prio;
   }
   Dir& d = what.tx ? pp->tx : pp->rx;
-  const double interval_s = absl::ToDoubleSeconds(step.interval);
+  const double interval_s = FastSeconds(step.interval);
   if (what.what == What::kFrames) {
     if (!DeltaUsable(step.kind) || interval_s <= 0) return;
     const double rate = static_cast<double>(step.delta) / interval_s;
@@ -319,9 +340,15 @@ Finding PauseStormDetector::Make(const Storm& s, absl::Time at, bool active) con
 }
 
 void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vector<Finding>& out) {
+  const bool event = port.storm_event_time == t;
+  // The common case, no storm anywhere and this port not meeting the rule: decided without
+  // building the (domain, priority) key.
+  if (storms_.empty() && !event) {
+    const Prio* pp = prio >= 0 || !port.prios.empty() ? FindPrio(port, prio) : nullptr;
+    if ((pp == nullptr ? 0 : std::max(pp->rx.run, pp->tx.run)) < options_.storm_samples) return;
+  }
   const auto key = std::make_pair(port.domain, prio);
   auto it = storms_.find(key);
-  const bool event = port.storm_event_time == t;
   if (it == storms_.end()) {
     Prio* pp = prio >= 0 || !port.prios.empty() ? FindPrio(port, prio) : nullptr;
     const int run = pp == nullptr ? 0 : std::max(pp->rx.run, pp->tx.run);
@@ -423,6 +450,7 @@ void PauseStormDetector::Advance(absl::Time now, std::vector<Finding>& out) {
     if (p->storms <= 0 && p->last_input + options_.stale_after <= now) {
       std::vector<Port*>& v = by_domain_[p->domain];
       v.erase(std::remove(v.begin(), v.end(), p), v.end());
+      last_.Clear();
       ports_.erase(it++);
       continue;
     }

@@ -36,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
+#include "analysis/last_port.h"
 #include "analysis/finding.h"
 #include "analysis/topology.h"
 
@@ -83,6 +84,9 @@ class PauseStormDetector {
   void SetTopology(const Topology* topology);
 
   static bool Uses(absl::string_view source, absl::string_view counter);
+  // What this detector reads in a series (its priority as declared), for CounterStep::prepared
+  // (-1: not used).
+  static int32_t Prepare(absl::string_view source, absl::string_view counter, int32_t priority);
 
   size_t ports() const { return ports_.size(); }
   size_t open_storms() const { return storms_.size(); }
@@ -108,6 +112,7 @@ class PauseStormDetector {
   std::map<std::string, std::vector<Port*>> by_domain_;
   std::map<std::pair<std::string, int>, std::unique_ptr<Storm>> storms_;  // (domain, prio)
   std::string key_;
+  LastPort<Port> last_;
 };
 
 }  // namespace ringside::analysis

@@ -90,6 +90,7 @@ uint32_t SeriesIdentityPool::Acquire(const SeriesIdentityKey& key) {
   t.unit = Intern(key.unit);
   t.priority = key.priority;
   t.refs = 1;
+  ++t.generation;
   index_.insert(h);
   return h;
 }
@@ -101,7 +102,9 @@ void SeriesIdentityPool::Release(uint32_t handle) {
   if (t.refs == 0 || --t.refs != 0) return;
   index_.erase(handle);  // hashes the tuple: before its names go
   for (const std::string* s : {t.source, t.device, t.port, t.counter, t.unit}) Unintern(s);
+  const uint32_t generation = t.generation;
   t = SeriesIdentity();
+  t.generation = generation;
   free_.push_back(handle);
 }
 

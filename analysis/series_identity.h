@@ -34,6 +34,9 @@ struct SeriesIdentity {
   const std::string* unit = nullptr;
   int32_t priority = -1;
   uint32_t refs = 0;  // series holding the tuple (guarded by the pool's lock)
+  // Counts the tuples this handle has stood for (from 1): (handle, generation) names one tuple
+  // for the pool's lifetime, so callers may cache what they derive from a tuple by handle.
+  uint32_t generation = 0;
 };
 
 // What Acquire interns.
@@ -68,7 +71,7 @@ class SeriesIdentityPool {
   size_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  static constexpr uint32_t kChunkBits = 8;  // 256 tuples (12 KiB) a chunk
+  static constexpr uint32_t kChunkBits = 8;  // 256 tuples (14 KiB) a chunk
   static constexpr uint32_t kChunkSize = 1u << kChunkBits;
   struct Directory {  // chunk pointers; the chunks are owned by chunks_
     std::unique_ptr<SeriesIdentity*[]> chunks;

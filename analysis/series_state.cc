@@ -395,6 +395,8 @@ bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResu
     detail->prev_time_ns = prev;
     detail->raw = raw;
     detail->step = *result;
+    detail->identity = s.identity;
+    detail->identity_generation = info.generation;
   }
   return true;
 }

@@ -118,6 +118,10 @@ struct ObservedSample {
                              // when that sample is older than the node's time range)
   uint64_t raw = 0;
   StepResult step;
+  // The series' interned identity (series_identity.h) when the sample came through a NodeSeries:
+  // its handle and generation (0: none), for callers that cache per identity.
+  uint32_t identity = 0;
+  uint32_t identity_generation = 0;
 };
 
 // A series as an agent declares it (ringside.v1 SeriesDef).

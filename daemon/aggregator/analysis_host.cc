@@ -79,12 +79,37 @@ AnalysisHost::~AnalysisHost() {
   if (flusher_.joinable()) flusher_.join();
 }
 
+const analysis::SeriesBinding& AnalysisHost::BindingOf(const analysis::ObservedSample& s) {
+  // Handles are dense and reused, so a vector indexed by handle stays about as long as the
+  // number of identities alive; a sample without an identity (or a handle far beyond) is bound
+  // on the spot.
+  constexpr uint32_t kMaxCachedHandles = uint32_t{1} << 22;
+  if (s.identity_generation == 0 || s.identity >= kMaxCachedHandles) {
+    scratch_binding_ = analysis_->Bind(s.source, s.device, s.port, s.counter, s.priority);
+    return scratch_binding_;
+  }
+  if (s.identity >= bindings_.size()) bindings_.resize(s.identity + 1);
+  CachedBinding& c = bindings_[s.identity];
+  if (c.generation != s.identity_generation) {
+    c.binding = analysis_->Bind(s.source, s.device, s.port, s.counter, s.priority);
+    c.generation = s.identity_generation;
+  }
+  return c.binding;
+}
+
+uint32_t AnalysisHost::NodeNumber(absl::string_view node) {
+  auto [it, fresh] = node_numbers_.try_emplace(node, 0);
+  if (fresh) it->second = static_cast<uint32_t>(node_numbers_.size());
+  return it->second;
+}
+
 void AnalysisHost::OnSamples(absl::string_view node,
                              absl::Span<const analysis::ObservedSample> samples) {
   absl::MutexLock lock(&mu_);
+  const uint32_t node_number = NodeNumber(node);
   for (const analysis::ObservedSample& s : samples) {
-    const analysis::SeriesRoute route = analysis::RouteOf(s.source, s.counter);
-    if (route == analysis::SeriesRoute::kNone) continue;
+    const analysis::SeriesBinding& b = BindingOf(s);
+    if (b.route == analysis::SeriesRoute::kNone) continue;
     const absl::Time t = absl::FromUnixNanos(s.time_ns);
     if (s.kind == analysis::SeriesKind::kCounter) {
       std::optional<analysis::DeltaKind> kind = DeltaOf(s.step.kind);
@@ -92,10 +117,16 @@ void AnalysisHost::OnSamples(absl::string_view node,
       analysis::CounterStep step{node, s.source, s.device, s.port, s.counter, s.priority, t,
                                  absl::Nanoseconds(s.time_ns - s.prev_time_ns), s.step.delta,
                                  *kind};
-      analysis_->OnCounter(step, route);
+      step.prepared = b.prepared;
+      step.port_token = analysis::PortToken(node_number, b);
+      analysis_->OnCounter(step, b.route);
     } else {
       analysis::StateSample st{node, s.source, s.device, s.port, s.counter, t,
                                static_cast<double>(s.raw)};
+      if (b.route == analysis::SeriesRoute::kLink) {
+        st.prepared = b.prepared;
+        st.port_token = analysis::PortToken(node_number, b);
+      }
       analysis_->OnState(st);
     }
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -82,6 +83,19 @@ class AnalysisHost final : public IngestObserver {
   std::vector<ChangeListener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   mutable absl::Mutex stats_mu_;
   FlushStats flush_stats_ ABSL_GUARDED_BY(stats_mu_);
+  // Per series identity (ObservedSample::identity), its binding: decided once, then a step
+  // costs an index. Node numbers for the port tokens. Both under mu_.
+  struct CachedBinding {
+    uint32_t generation = 0;  // 0: empty
+    analysis::SeriesBinding binding;
+  };
+  const analysis::SeriesBinding& BindingOf(const analysis::ObservedSample& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t NodeNumber(absl::string_view node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<CachedBinding> bindings_ ABSL_GUARDED_BY(mu_);
+  analysis::SeriesBinding scratch_binding_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
+
   absl::Notification stop_;
   std::thread flusher_;
 };

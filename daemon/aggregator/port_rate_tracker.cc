@@ -1,7 +1,6 @@
 #include "daemon/aggregator/port_rate_tracker.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "absl/strings/match.h"
 #include "analysis/fabric_inputs.h"
@@ -36,9 +35,23 @@ bool TrackedSignal(absl::string_view source, absl::string_view counter, int32_t 
   return false;
 }
 
+const PortRateTracker::Tracked& PortRateTracker::TrackedOf(const analysis::ObservedSample& s) {
+  constexpr uint32_t kMaxCachedHandles = uint32_t{1} << 22;
+  Tracked* t = &scratch_;
+  if (s.identity_generation != 0 && s.identity < kMaxCachedHandles) {
+    if (s.identity >= by_identity_.size()) by_identity_.resize(s.identity + 1);
+    t = &by_identity_[s.identity];
+    if (t->generation == s.identity_generation) return *t;
+    t->generation = s.identity_generation;
+  }
+  t->tracked = TrackedSignal(s.source, s.counter, s.priority, &t->signal, &t->priority);
+  return *t;
+}
+
 void PortRateTracker::Observe(absl::string_view node,
                               absl::Span<const analysis::ObservedSample> samples, absl::Time now) {
-  std::optional<absl::MutexLock> lock;  // taken at the first tracked sample
+  if (samples.empty()) return;
+  absl::MutexLock lock(&mu_);
   for (const analysis::ObservedSample& s : samples) {
     if (s.kind != analysis::SeriesKind::kCounter) continue;
     // Only steps whose delta is the real increase over a known interval give a rate.
@@ -46,25 +59,32 @@ void PortRateTracker::Observe(absl::string_view node,
       continue;
     }
     if (s.prev_time_ns <= 0 || s.time_ns <= s.prev_time_ns) continue;
-    PortSignal signal;
-    int32_t priority = -1;
-    if (!TrackedSignal(s.source, s.counter, s.priority, &signal, &priority)) continue;
+    const Tracked& tr = TrackedOf(s);
+    if (!tr.tracked) continue;
     const double seconds = static_cast<double>(s.time_ns - s.prev_time_ns) * 1e-9;
     double value = static_cast<double>(s.step.delta) / seconds;
-    if (signal == PortSignal::kRxPausedRatio || signal == PortSignal::kTxPausedRatio) {
+    if (tr.signal == PortSignal::kRxPausedRatio || tr.signal == PortSignal::kTxPausedRatio) {
       value = std::clamp(value * 1e-6, 0.0, 1.0);  // µs paused per second → fraction of time
     }
-    if (!lock) lock.emplace(&mu_);
-    Key key{std::string(node), std::string(s.device), std::string(s.port), priority,
-            static_cast<uint8_t>(signal)};
-    Entry& e = entries_[key];
-    if (e.value.node.empty()) {
-      e.value.node = std::get<0>(key);
-      e.value.device = std::get<1>(key);
-      e.value.port = std::get<2>(key);
-      e.value.priority = priority;
-      e.value.signal = signal;
+    key_.assign(node.data(), node.size());
+    key_.push_back('\0');
+    key_.append(s.device.data(), s.device.size());
+    key_.push_back('\0');
+    key_.append(s.port.data(), s.port.size());
+    key_.push_back('\0');
+    key_.append(reinterpret_cast<const char*>(&tr.priority), sizeof(tr.priority));
+    key_.push_back(static_cast<char>(tr.signal));
+    auto it = entries_.find(key_);
+    if (it == entries_.end()) {
+      Entry e;
+      e.value.node = std::string(node);
+      e.value.device = std::string(s.device);
+      e.value.port = std::string(s.port);
+      e.value.priority = tr.priority;
+      e.value.signal = tr.signal;
+      it = entries_.emplace(key_, std::move(e)).first;
     }
+    Entry& e = it->second;
     e.value.value = value;
     e.value.time = absl::FromUnixNanos(s.time_ns);
     e.updated = now;

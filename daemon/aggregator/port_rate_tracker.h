@@ -4,15 +4,14 @@
 // the RoCE congestion counters (hw_counters np_ecn_marked_roce_packets, np_cnp_sent,
 // rp_cnp_handled). Each value is the one of the series' latest step ("over the last interval").
 //
-// Fed from the ingest threads (Observe is cheap: two string compares for an unrelated series, one
-// short lock for a tracked one); read by the scrape thread as a copy (Snapshot). Entries whose
+// Fed from the ingest threads (Observe is cheap: one short lock a batch, an index per series —
+// what a series is to the tracker is decided once per series identity); read by the scrape thread as a copy (Snapshot). Entries whose
 // series sent nothing for `stale_after` are left out of snapshots and forgotten.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_PORT_RATE_TRACKER_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_PORT_RATE_TRACKER_H_
 
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -65,11 +64,22 @@ class PortRateTracker {
     PortSignalValue value;
     absl::Time updated;  // aggregator clock
   };
-  using Key = std::tuple<std::string, std::string, std::string, int32_t, uint8_t>;
+  // What a series is to the tracker, decided once per series identity.
+  struct Tracked {
+    uint32_t generation = 0;  // of the identity; 0: empty
+    bool tracked = false;
+    PortSignal signal = PortSignal::kRxPausedRatio;
+    int32_t priority = -1;
+  };
+  const Tracked& TrackedOf(const analysis::ObservedSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration stale_after_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  // node \0 device \0 port \0 priority signal (built in key_ without allocating).
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::string key_ ABSL_GUARDED_BY(mu_);
+  std::vector<Tracked> by_identity_ ABSL_GUARDED_BY(mu_);
+  Tracked scratch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringside::daemon

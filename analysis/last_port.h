@@ -1,0 +1,62 @@
+// A detector's memo of the port records it has looked up, keyed by the caller's port token
+// (CounterStep::port_token: one per node and port) and valid for one version of the port
+// directory. The aggregator hands a node's series over in id order and agents number a port's
+// series together, so most steps name the same port as the step before (two compares); the
+// others cost one integer-keyed lookup instead of building a string key and hashing it. The
+// detector clears the memo whenever it erases records.
+#ifndef RINGSIDE_ANALYSIS_LAST_PORT_H_
+#define RINGSIDE_ANALYSIS_LAST_PORT_H_
+
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+#include "analysis/fabric_inputs.h"
+
+namespace ringside::analysis {
+
+template <typename Record>
+class LastPort {
+ public:
+  // The record remembered for `token` (nonzero) under the directory as it is now, or null.
+  Record* Find(uint64_t token, const PortDirectory* directory) {
+    if (token == 0) return nullptr;
+    if (VersionOf(directory) != version_) {
+      Clear();
+      version_ = VersionOf(directory);
+      return nullptr;
+    }
+    if (token == last_token_) return last_;
+    auto it = by_token_.find(token);
+    if (it == by_token_.end()) return nullptr;
+    last_token_ = token;
+    last_ = it->second;
+    return last_;
+  }
+  void Remember(uint64_t token, const PortDirectory* directory, Record* record) {
+    if (token == 0) return;
+    if (VersionOf(directory) != version_) {
+      Clear();
+      version_ = VersionOf(directory);
+    }
+    by_token_[token] = record;
+    last_token_ = token;
+    last_ = record;
+  }
+  void Clear() {
+    last_token_ = 0;
+    last_ = nullptr;
+    by_token_.clear();
+  }
+
+ private:
+  static uint64_t VersionOf(const PortDirectory* d) { return d == nullptr ? 0 : d->version(); }
+
+  uint64_t version_ = 0;
+  uint64_t last_token_ = 0;
+  Record* last_ = nullptr;
+  absl::flat_hash_map<uint64_t, Record*> by_token_;
+};
+
+}  // namespace ringside::analysis
+
+#endif  // RINGSIDE_ANALYSIS_LAST_PORT_H_
