@@ -4,6 +4,7 @@
 // aggregator's bytes of state per series (its own gauge, and the growth of its resident memory).
 //
 //   ringside-ingest-bench [--agents=64] [--series=1500] [--duration=10s] [--threads=2] [--detect]
+//                         [--rounds=N]
 //
 // The aggregator runs with its detectors off (--detect=false: ingest alone). With --detect the
 // same load runs a second time against a fresh aggregator with its detectors on, and the bench
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -29,6 +31,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/protocol.h"
@@ -40,6 +43,10 @@ ABSL_FLAG(int, series, 1500, "Series per agent.");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "Measured streaming time.");
 ABSL_FLAG(int, threads, 2, "Load-generator threads.");
 ABSL_FLAG(std::string, aggregator, RINGSIDE_BENCH_AGGREGATOR, "The ringside-aggregator binary.");
+ABSL_FLAG(int, rounds, 1,
+          "With --detect: measure off then on this many times, alternating, and report the median "
+          "ratio (a shared machine's background load drifts; pairs taken close together and the "
+          "median of several pairs are less at its mercy than one pair).");
 ABSL_FLAG(bool, detect, false,
           "Also measure with the aggregator's detectors on (a second run, fresh aggregator, same "
           "load) and print the ratio of the two throughputs.");
@@ -372,16 +379,34 @@ int main(int argc, char** argv) {
   std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
   std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
   absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
-  const RunResult off = RunOnce(/*detect=*/false);
-  if (off.per_core <= 0) return 1;
-  if (!absl::GetFlag(FLAGS_detect)) return 0;
-  const RunResult on = RunOnce(/*detect=*/true);
-  if (on.per_core <= 0) return 1;
-  const double ratio = on.per_core / off.per_core;
-  std::printf(
-      "detectors on / off: %.2f / %.2f M samples/s per core = %.2f (cost %.0f %%; "
-      "goal <= 25 %%: %s)\n",
-      on.per_core / 1e6, off.per_core / 1e6, ratio, 100 * (1 - ratio),
-      ratio >= 0.75 ? "met" : "NOT met");
+  const int rounds = absl::GetFlag(FLAGS_detect) ? std::max(1, absl::GetFlag(FLAGS_rounds)) : 1;
+  std::vector<double> ratios;
+  for (int r = 0; r < rounds; ++r) {
+    const RunResult off = RunOnce(/*detect=*/false);
+    if (off.per_core <= 0) return 1;
+    if (!absl::GetFlag(FLAGS_detect)) return 0;
+    const RunResult on = RunOnce(/*detect=*/true);
+    if (on.per_core <= 0) return 1;
+    const double ratio = on.per_core / off.per_core;
+    ratios.push_back(ratio);
+    std::printf(
+        "detectors on / off: %.2f / %.2f M samples/s per core = %.2f (cost %.0f %%; "
+        "goal <= 25 %%: %s)\n",
+        on.per_core / 1e6, off.per_core / 1e6, ratio, 100 * (1 - ratio),
+        ratio >= 0.75 ? "met" : "NOT met");
+    std::fflush(stdout);
+  }
+  if (rounds > 1) {
+    std::vector<double> sorted = ratios;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    const double median = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    std::string each;
+    for (double x : ratios) absl::StrAppend(&each, each.empty() ? "" : ", ", absl::StrFormat("%.2f", x));
+    std::printf(
+        "median of %d rounds: detectors on / off = %.2f (cost %.0f %%; goal <= 25 %%: %s); "
+        "rounds: %s\n",
+        rounds, median, 100 * (1 - median), median >= 0.75 ? "met" : "NOT met", each.c_str());
+  }
   return 0;
 }
