@@ -89,6 +89,10 @@ inline Code Find(const Name (&table)[N], absl::string_view counter) {
 inline Code Classify(absl::string_view source, absl::string_view counter) {
   if (source == "infiniband") return Find(kInfiniband, counter);
   if (source == "infiniband_port") return Find(kInfinibandPort, counter);
+  if (source == "ibmad") {  // the fabric scan: a switch (or remote) port, sysfs names
+    const Code c = Find(kInfiniband, counter);
+    return c != kNone ? c : Find(kInfinibandPort, counter);
+  }
   if (source == "netdev") return Find(kNetdev, counter);
   if (source == "ethtool") return Find(kEthtool, counter);
   if (source == "nvlink") return Find(kNvlink, counter);

@@ -375,3 +375,38 @@ TEST(LinkDetectorTest, StaleLinksResolve) {
 
 }  // namespace
 }  // namespace ringside::analysis
+
+namespace ringside::analysis {
+namespace {
+
+// The fabric scan (collectors/ibmad, source "ibmad") reads a switch port's PMA counters and
+// PortInfo state under the sysfs names: the switch end of a link is judged by the same rules, on
+// the switch's GUID and port.
+TEST(FabricScanTest, ASwitchPortFlappingAndTakingSymbolErrorsIsRaisedOnTheSwitchPort) {
+  LinkDetector d;
+  std::vector<Finding> out;
+  const std::string guid = "0x0002c90300a1b2c3";
+  SimState state{"node-1", "ibmad", guid, "17", "state"};
+  SimCounter downed{"node-1", "ibmad", guid, "17", "link_downed", 8, true};
+  SimCounter sym{"node-1", "ibmad", guid, "17", "symbol_error", 16, true};
+  for (int i = 0; i < 60; ++i) {
+    const bool down = i == 10 || i == 20;
+    d.ObserveState(state.At(At(i), down ? kDown : kActive), out);
+    d.ObserveCounter(downed.Step(At(i), down ? 1 : 0), out);
+    d.ObserveCounter(sym.Step(At(i), i >= 40 ? 5 : 0), out);
+  }
+  const Finding* flap = First(out, IncidentKind::kLinkFlapping, true);
+  ASSERT_NE(flap, nullptr);
+  EXPECT_EQ(flap->at, At(21));  // the sample after the second down→up cycle
+  EXPECT_EQ(flap->entity.at("device"), guid);
+  EXPECT_EQ(flap->entity.at("port"), "17");
+  const Finding* degraded = First(out, IncidentKind::kLinkDegraded, true);
+  ASSERT_NE(degraded, nullptr);
+  EXPECT_EQ(degraded->entity.at("device"), guid);
+  EXPECT_TRUE(LinkDetector::Uses("ibmad", "port_rcv_errors"));
+  EXPECT_TRUE(LinkDetector::Uses("ibmad", "phys_state"));
+  EXPECT_FALSE(LinkDetector::Uses("ibmad", "port_xmit_data"));
+}
+
+}  // namespace
+}  // namespace ringside::analysis
