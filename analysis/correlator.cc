@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,7 +23,31 @@ std::string Label(const Incident& inc, const char* k) {
 
 std::string ShortName(const std::string& host) { return host.substr(0, host.find('.')); }
 
+// A port read by the fabric scan (source ibmad): its device is a node GUID ("0x" + 16 hex digits,
+// the form topologies name switches by), and its "node" label is the agent that scanned it, not
+// where the port is.
+bool IsScannedPort(const Incident& f) {
+  const std::string d = Label(f, "device");
+  if (d.size() != 18 || d[0] != '0' || d[1] != 'x') return false;
+  return std::all_of(d.begin() + 2, d.end(), [](char c) { return absl::ascii_isxdigit(c); });
+}
+
 }  // namespace
+
+std::string Correlator::HostOf(const Incident& f) const {
+  if (!IsScannedPort(f)) return Label(f, "node");
+  int port = 0;
+  if (topology_ == nullptr || !absl::SimpleAtoi(Label(f, "port"), &port)) return "";
+  const std::string guid = Label(f, "device");
+  for (const HcaAttachment& h : topology_->attachments()) {
+    if (h.leaf.id == guid && h.leaf.port == port && !h.host.empty()) return h.host;
+  }
+  return "";
+}
+
+bool Correlator::LeafWide(const Incident& f) const {
+  return SwitchSide(f.kind) || (IsScannedPort(f) && HostOf(f).empty());
+}
 
 Correlator::Correlator(const Topology* topology, CorrelatorOptions options)
     : topology_(topology), options_(options) {}
@@ -110,6 +135,11 @@ std::set<std::string> Correlator::LeavesOfNode(const std::string& node) const {
 
 std::set<std::string> Correlator::LeavesOf(const Incident& f) const {
   if (std::string leaf = Label(f, "leaf"); !leaf.empty()) return {leaf};
+  if (IsScannedPort(f)) {  // a switch's own port: the switch is the leaf, if it is one
+    const std::string guid = Label(f, "device");
+    if (topology_ != nullptr && !topology_->HostsOn(guid).empty()) return {guid};
+    return {};
+  }
   const std::string node = Label(f, "node");
   if (topology_ == nullptr || node.empty()) return {};
   std::string device = Label(f, "device");
@@ -178,12 +208,12 @@ std::vector<CauseLink> Correlator::CausesOf(const Incident& s,
     if (f == nullptr || !IsFabricKind(f->kind)) continue;
     if (f->opened > s.opened + options_.window) continue;  // began after the symptom
     if (f->resolved && *f->resolved < s.opened - options_.window) continue;  // over before it
-    const std::string node = Label(*f, "node");
+    const std::string node = HostOf(*f);
     if (!node.empty() && (nodes.count(node) || short_nodes.count(ShortName(node)))) {
       found.push_back({0, f});
       continue;
     }
-    if (!SwitchSide(f->kind) || leaves.empty()) continue;
+    if (!LeafWide(*f) || leaves.empty()) continue;
     for (const std::string& l : LeavesOf(*f)) {
       if (leaves.count(l)) {
         found.push_back({1, f});
@@ -232,8 +262,8 @@ std::vector<CauseLink> Correlator::CausesOf(const Incident& s,
 std::vector<AffectedJob> Correlator::BlastRadius(const Incident& f, absl::Time now) const {
   if (!IsFabricKind(f.kind)) return {};
   std::set<std::string> nodes;
-  if (std::string node = Label(f, "node"); !node.empty()) nodes.insert(node);
-  if (SwitchSide(f.kind)) {
+  if (std::string node = HostOf(f); !node.empty()) nodes.insert(node);
+  if (LeafWide(f)) {
     if (topology_ != nullptr) {
       for (const std::string& leaf : LeavesOf(f)) {
         for (std::string& h : topology_->HostsOn(leaf)) nodes.insert(std::move(h));

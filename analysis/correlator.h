@@ -86,6 +86,12 @@ class Correlator {
   };
   using JobRank = std::pair<std::string, int64_t>;
   std::set<std::string> LeavesOf(const Incident& fabric) const;
+  // Where a fabric incident is, as a host: its node; for a switch port read by the fabric scan,
+  // the host whose HCA is cabled to it ("" for an uplink or a port the topology does not show).
+  std::string HostOf(const Incident& fabric) const;
+  // Whether it reaches every host of its leaf: a pause storm or congestion, or a switch port
+  // with no host of its own (an uplink).
+  bool LeafWide(const Incident& fabric) const;
   std::set<std::string> LeavesOfNode(const std::string& node) const;
   void Index(const std::string& node, const JobRank& jr, bool add);
 

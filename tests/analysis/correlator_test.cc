@@ -216,3 +216,137 @@ TEST(CorrelatorDgxTest, StormOnOneRailReachesTheOtherHostsOfItsLeaf) {
 
 }  // namespace
 }  // namespace ringside::analysis
+
+namespace ringside::analysis {
+namespace {
+
+// A leaf (0x...0a) with node-a's and node-b's HCAs on ports 1 and 2 and an uplink on port 36 to a
+// spine (0x...0s... written 0x...0f); node-c under another leaf (0x...0b). The fabric scan runs on
+// node-c and reads the switches' ports: incidents on them carry node=node-c (the scanner) and the
+// switch GUID as device.
+constexpr char kFabric[] =
+    "switchguid=0x000000000000000a(a)\n"
+    "Switch 36 \"S-000000000000000a\" # \"leaf-1\" enhanced port 0 lid 10 lmc 0\n"
+    "[1] \"H-00000000000000a1\"[1](a1) # \"node-a mlx5_0\" lid 1 4xNDR\n"
+    "[2] \"H-00000000000000b1\"[1](b1) # \"node-b mlx5_0\" lid 2 4xNDR\n"
+    "[36] \"S-000000000000000f\"[1] # \"spine-1\" lid 15 4xNDR\n"
+    "\n"
+    "switchguid=0x000000000000000b(b)\n"
+    "Switch 36 \"S-000000000000000b\" # \"leaf-2\" enhanced port 0 lid 11 lmc 0\n"
+    "[1] \"H-00000000000000c1\"[1](c1) # \"node-c mlx5_0\" lid 3 4xNDR\n"
+    "[36] \"S-000000000000000f\"[2] # \"spine-1\" lid 15 4xNDR\n"
+    "\n"
+    "switchguid=0x000000000000000f(f)\n"
+    "Switch 36 \"S-000000000000000f\" # \"spine-1\" enhanced port 0 lid 15 lmc 0\n"
+    "[1] \"S-000000000000000a\"[36] # \"leaf-1\" lid 10 4xNDR\n"
+    "[2] \"S-000000000000000b\"[36] # \"leaf-2\" lid 11 4xNDR\n"
+    "\n"
+    "caguid=0x00000000000000a1\n"
+    "Ca 1 \"H-00000000000000a1\" # \"node-a mlx5_0\"\n"
+    "[1](a1) \"S-000000000000000a\"[1] # lid 1 lmc 0 \"leaf-1\" lid 10 4xNDR\n"
+    "\n"
+    "caguid=0x00000000000000b1\n"
+    "Ca 1 \"H-00000000000000b1\" # \"node-b mlx5_0\"\n"
+    "[1](b1) \"S-000000000000000a\"[2] # lid 2 lmc 0 \"leaf-1\" lid 10 4xNDR\n"
+    "\n"
+    "caguid=0x00000000000000c1\n"
+    "Ca 1 \"H-00000000000000c1\" # \"node-c mlx5_0\"\n"
+    "[1](c1) \"S-000000000000000b\"[1] # lid 3 lmc 0 \"leaf-2\" lid 11 4xNDR\n";
+
+class ScannedPortTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<Topology> t = Topology::Parse(kFabric);
+    ASSERT_TRUE(t.ok()) << t.status();
+    topology_ = *std::move(t);
+    ASSERT_EQ(topology_.LeafOf("node-a", "mlx5_0"), "0x000000000000000a");
+    ASSERT_TRUE(incidents_.Load(At(0)).ok());
+    const char* nodes[] = {"node-a", "node-b", "node-c"};
+    for (int r = 0; r < 3; ++r) {
+      CollectiveObservation o;
+      o.job = "job-1";
+      o.comm_id = 1;
+      o.rank = r;
+      o.nranks = 3;
+      o.global_rank = r;
+      o.function = "AllReduce";
+      o.start_ns = absl::ToUnixNanos(At(0));
+      o.stop_ns = absl::ToUnixNanos(At(0) + absl::Milliseconds(5));
+      o.host = nodes[r];
+      correlator_.ObserveCollective(o);
+    }
+  }
+  static Finding SwitchPortFlap(const std::string& guid, const std::string& port, absl::Time at) {
+    Finding f;
+    f.kind = IncidentKind::kLinkFlapping;
+    f.entity = {{"node", "node-c"}, {"device", guid}, {"port", port}};
+    f.severity = Severity::kCritical;
+    f.at = at;
+    return f;
+  }
+  static Finding Straggler(const std::string& node, int rank, absl::Time at) {
+    Finding f;
+    f.kind = IncidentKind::kStraggler;
+    f.entity = {{"job", "job-1"}, {"rank", std::to_string(rank)}, {"node", node}};
+    f.at = at;
+    return f;
+  }
+  const Incident* Open(IncidentKind kind, const std::string& rank = "") const {
+    for (const Incident* inc : incidents_.Open()) {
+      if (inc->kind == kind && (rank.empty() || inc->entity.at("rank") == rank)) return inc;
+    }
+    return nullptr;
+  }
+
+  Topology topology_;
+  Correlator correlator_{&topology_};
+  MemoryIncidentStore store_;
+  IncidentManager incidents_{&store_};
+};
+
+// Leaf port 2 is node-b's cable: a flap there slows node-b's rank, not node-a's (same leaf) nor
+// the scanner's (node-c).
+TEST_F(ScannedPortTest, ADownlinkPortIsTheCauseOnlyForTheHostCabledToIt) {
+  ASSERT_TRUE(incidents_
+                  .Apply({SwitchPortFlap("0x000000000000000a", "2", At(10)),
+                          Straggler("node-a", 0, At(12)), Straggler("node-b", 1, At(12)),
+                          Straggler("node-c", 2, At(12))})
+                  .ok());
+  ASSERT_TRUE(correlator_.Correlate(incidents_, At(13)).ok());
+  const Incident* b = Open(IncidentKind::kStraggler, "1");
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(b->causes.size(), 1u);
+  EXPECT_EQ(b->causes[0].kind, "link_flapping");
+  EXPECT_EQ(b->causes[0].scope, "node");
+  for (const char* rank : {"0", "2"}) {
+    const Incident* other = Open(IncidentKind::kStraggler, rank);
+    ASSERT_NE(other, nullptr);
+    ASSERT_EQ(other->causes.size(), 1u) << rank;
+    EXPECT_EQ(other->causes[0].kind, "host") << rank;  // no fabric cause of its own
+  }
+  const Incident* flap = Open(IncidentKind::kLinkFlapping);
+  ASSERT_EQ(flap->affected.size(), 1u);
+  EXPECT_THAT(flap->affected[0].nodes, ElementsAre("node-b"));
+}
+
+// The leaf's uplink (port 36) carries every host of the leaf: node-a and node-b, not node-c.
+TEST_F(ScannedPortTest, AnUplinkPortIsTheCauseForEveryHostOfItsLeaf) {
+  ASSERT_TRUE(incidents_
+                  .Apply({SwitchPortFlap("0x000000000000000a", "36", At(10)),
+                          Straggler("node-a", 0, At(12)), Straggler("node-c", 2, At(12))})
+                  .ok());
+  ASSERT_TRUE(correlator_.Correlate(incidents_, At(13)).ok());
+  const Incident* a = Open(IncidentKind::kStraggler, "0");
+  ASSERT_EQ(a->causes.size(), 1u);
+  EXPECT_EQ(a->causes[0].kind, "link_flapping");
+  EXPECT_EQ(a->causes[0].scope, "leaf");
+  const Incident* c = Open(IncidentKind::kStraggler, "2");
+  ASSERT_EQ(c->causes.size(), 1u);
+  EXPECT_EQ(c->causes[0].kind, "host");
+  const Incident* flap = Open(IncidentKind::kLinkFlapping);
+  ASSERT_EQ(flap->affected.size(), 1u);
+  EXPECT_THAT(flap->affected[0].nodes, ElementsAre("node-a", "node-b"));
+}
+
+}  // namespace
+}  // namespace ringside::analysis
