@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "sim/job_runner.h"
 #include "sim/sim_names.h"
 #include "sim/topology_writer.h"
@@ -43,6 +44,13 @@ double CpuSecondsOf(pid_t pid) {
   return (std::stod(f[11]) + std::stod(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+uint64_t SeedMix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 bool IsPortFault(FaultKind k) {
   return k == FaultKind::kLinkFlap || k == FaultKind::kLinkDown ||
          k == FaultKind::kLinkDegraded || k == FaultKind::kPauseStorm ||
@@ -50,6 +58,10 @@ bool IsPortFault(FaultKind k) {
 }
 
 }  // namespace
+
+double SeedPhase(uint64_t seed) {
+  return static_cast<double>(SeedMix(seed) >> 11) / 9007199254740992.0;
+}
 
 struct Cluster::Node {
   int index = 0;
@@ -96,6 +108,10 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const Scenario& scenario
                                                  n->agent.Log()));
     }
   }
+  // The seed also sets the phase of the scenario's clock against the agents' sampling: time 0 is
+  // a seed-derived fraction of an interval after the agents are up, so over seeds a fault starts
+  // anywhere between two samples, as a real one would.
+  absl::SleepFor(SeedPhase(scenario.seed) * scenario.interval);
   c->t0_ns_ = NowNs();
   if (scenario.job) {
     for (auto& n : c->nodes_) {

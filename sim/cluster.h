@@ -33,6 +33,10 @@ struct ClusterOptions {
   absl::Duration step = absl::Milliseconds(250);
 };
 
+// The phase of a run's clock against the agents' sampling, in [0, 1) of an interval: time 0 comes
+// this long after the agents are up. Fixed by the seed, so a rerun of a seed repeats it.
+double SeedPhase(uint64_t seed);
+
 class Cluster {
  public:
   static absl::StatusOr<std::unique_ptr<Cluster>> Start(const Scenario& scenario,

@@ -3,7 +3,9 @@
 //   ringside-sim demo [--duration=150s] [--nodes=8 --gpus=8]
 //   ringside-sim run SCENARIO.yaml [--report=FILE.md]
 //   ringside-sim run --all [--scenarios=DIR] [--report=FILE.md]
+//   ringside-sim run --all --seeds=N [--jobs=K] [--report=FILE.md]   (N seeds per scenario)
 //   ringside-sim check SCENARIO.yaml...          (parse and print, run nothing)
+//   ringside-sim soak SCENARIO.yaml --node-hours=1000   (virtual clock, in one process)
 // docs/simulator.md describes the cluster, the faults, the scenario format and the scoring.
 #include <limits.h>
 #include <signal.h>
@@ -24,11 +26,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "daemon/common/flags.h"
 #include "sim/runner.h"
 #include "sim/scenario.h"
 #include "sim/scoring.h"
+#include "sim/soak.h"
+#include "sim/fork_pool.h"
+#include "sim/sweep.h"
 
 ABSL_FLAG(std::string, duration, "150s",
           "demo: how long it runs (\"150s\", \"2m30s\"; a bare number is seconds).");
@@ -54,6 +60,16 @@ ABSL_FLAG(bool, quiet, false, "run: do not print incidents as they happen.");
 ABSL_FLAG(absl::Duration, step, absl::Milliseconds(250),
           "How often the simulated counters are written (keep it a fraction of --interval).");
 ABSL_FLAG(std::string, only, "", "run --all: only scenarios whose file name contains this.");
+ABSL_FLAG(int, seeds, 1,
+          "run: run each scenario this many times, with seeds S, S+1, ... (S: --seed, else the "
+          "scenario's own); the report pools every run.");
+ABSL_FLAG(int, jobs, 1,
+          "run: scenario runs at once, each in a child process with its own ports and work "
+          "folder; with more than one, a run's output is printed when it ends.");
+ABSL_FLAG(double, node_hours, 1000,
+          "soak: simulated node-hours to run (the cluster runs node_hours / nodes hours).");
+ABSL_FLAG(double, max_false_alarms_per_1000h, 1,
+          "soak: exit 1 when false alarms per 1,000 node-hours exceed this.");
 
 namespace {
 
@@ -178,7 +194,45 @@ int Demo() {
   return ok ? 0 : 1;
 }
 
-int Run(const std::vector<std::string>& files) {
+// One run of one scenario (in a child process of `run`): prints what happens and the score, and
+// writes the result for the parent to `result_path`. Exit code 0 when it passed.
+int RunOne(const std::string& path, bool several_seeds, SweepRun run, const std::string& result_path) {
+  const Scenario& s = run.scenario;
+  std::printf("=== %s (%s, seed %llu): %s\n", s.name.c_str(), path.c_str(),
+              static_cast<unsigned long long>(s.seed), s.description.c_str());
+  std::fflush(stdout);
+  const std::string label = several_seeds ? absl::StrCat(s.name, "-seed", s.seed) : s.name;
+  {
+    WorkDir work(label);
+    ClusterOptions co = Binaries();
+    co.work_dir = work.path;
+    RunOptions ro;
+    ro.live = !absl::GetFlag(FLAGS_quiet);
+    ro.ctl_bin = CtlBin();
+    absl::StatusOr<RunResult> r = RunScenario(s, co, ro, &g_stop);
+    if (!r.ok()) {
+      std::fprintf(stderr, "ringside-sim: %s: %s\n", path.c_str(), r.status().ToString().c_str());
+      run.error = r.status().ToString();
+    } else {
+      run.wall_seconds = absl::ToDoubleSeconds(r->ran);
+      run.cpu_seconds = r->cpu.sim + r->cpu.agents + r->cpu.aggregator + r->cpu.jobs;
+      run.interrupted = r->interrupted;
+      run.problems = r->problems;
+      run.score = r->score;
+      std::printf("%s", FormatScoreTable(s, r->score).c_str());
+      PrintCpu(*r, s);
+      for (const std::string& p : r->problems) std::printf("problem: %s\n", p.c_str());
+      std::printf("=== %s%s: %s\n\n", s.name.c_str(),
+                  several_seeds ? absl::StrCat(" seed ", s.seed).c_str() : "",
+                  run.passed() ? "PASS" : "FAIL");
+    }
+  }
+  std::ofstream out(result_path);
+  out << SweepRunToJson(run);
+  return out && run.passed() ? 0 : 1;
+}
+
+int Run(const std::vector<std::string>& files, const std::vector<std::string>& args) {
   std::vector<std::string> paths = files;
   if (absl::GetFlag(FLAGS_all)) {
     std::string dir = absl::GetFlag(FLAGS_scenarios);
@@ -200,9 +254,9 @@ int Run(const std::vector<std::string>& files) {
     std::fprintf(stderr, "usage: ringside-sim run SCENARIO.yaml... | run --all [--report=FILE]\n");
     return 2;
   }
-  std::vector<std::pair<Scenario, ScoreReport>> runs;
-  bool all_ok = true;
-  double wall = 0;
+  // Every (scenario, seed) run, loaded first so a bad file stops the sweep before it starts; run
+  // seed by seed, so the large scenarios' runs do not all overlap.
+  std::vector<Scenario> scenarios;
   for (const std::string& path : paths) {
     absl::StatusOr<Scenario> s = LoadScenario(path);
     if (!s.ok()) {
@@ -210,43 +264,95 @@ int Run(const std::vector<std::string>& files) {
       return 2;
     }
     ApplyOverrides(*s);
-    std::printf("=== %s (%s): %s\n", s->name.c_str(), path.c_str(), s->description.c_str());
-    std::fflush(stdout);
-    WorkDir work(s->name);
-    ClusterOptions co = Binaries();
-    co.work_dir = work.path;
-    RunOptions ro;
-    ro.live = !absl::GetFlag(FLAGS_quiet);
-    ro.ctl_bin = CtlBin();
-    absl::StatusOr<RunResult> r = RunScenario(*s, co, ro, &g_stop);
-    if (!r.ok()) {
-      std::fprintf(stderr, "ringside-sim: %s: %s\n", path.c_str(), r.status().ToString().c_str());
+    scenarios.push_back(*s);
+  }
+  std::vector<SweepRun> runs;
+  std::vector<std::string> run_paths;
+  for (int k = 0; k < std::max(1, absl::GetFlag(FLAGS_seeds)); ++k) {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      runs.emplace_back();
+      runs.back().scenario = scenarios[i];
+      runs.back().scenario.seed = SweepSeeds(scenarios[i].seed, k + 1).back();
+      run_paths.push_back(paths[i]);
+    }
+  }
+  const int jobs = std::max(1, absl::GetFlag(FLAGS_jobs));
+  const bool several_seeds = absl::GetFlag(FLAGS_seeds) > 1;
+  std::string results = (std::filesystem::temp_directory_path() / "ringside-sim-runs-XXXXXX").string();
+  if (mkdtemp(results.data()) == nullptr) {
+    std::perror("ringside-sim: mkdtemp");
+    return 1;
+  }
+  std::vector<bool> finished(runs.size(), false);
+  const absl::Time began = absl::Now();
+  auto result_file = [&](int i) { return absl::StrCat(results, "/run-", i, ".json"); };
+  auto log_file = [&](int i) { return absl::StrCat(results, "/run-", i, ".log"); };
+  auto task = [&](int i) {  // in the child
+    if (jobs > 1 && (std::freopen(log_file(i).c_str(), "w", stdout) == nullptr ||
+                     dup2(fileno(stdout), 2) < 0)) {
       return 1;
     }
-    wall += absl::ToDoubleSeconds(r->ran);
-    std::printf("%s", FormatScoreTable(*s, r->score).c_str());
-    PrintCpu(*r, *s);
-    const bool ok = r->score.all_detected() && r->score.false_alarms.empty();
-    std::printf("=== %s: %s\n\n", s->name.c_str(), ok ? "PASS" : "FAIL");
-    all_ok &= ok;
-    runs.emplace_back(*s, r->score);
-    if (g_stop) break;
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    return RunOne(run_paths[i], several_seeds, runs[i], result_file(i));
+  };
+  auto done = [&](int i, int rc) {  // in the parent, as each run ends
+    if (jobs > 1) {
+      std::ifstream log(log_file(i));
+      std::printf("%s", std::string(std::istreambuf_iterator<char>(log), {}).c_str());
+    }
+    std::ifstream in(result_file(i));
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    finished[i] = true;
+    if (text.empty()) {
+      runs[i].error = absl::StrCat("the run ended (code ", rc, ") without a result");
+    } else if (absl::Status st = SweepRunFromJson(text, &runs[i]); !st.ok()) {
+      runs[i].error = st.ToString();
+    }
+    if (!runs[i].error.empty()) {
+      std::printf("=== %s seed %llu: FAIL (%s)\n\n", runs[i].scenario.name.c_str(),
+                  static_cast<unsigned long long>(runs[i].scenario.seed), runs[i].error.c_str());
+    }
+  };
+  RunInChildren(static_cast<int>(runs.size()), task, done, {jobs, &g_stop});
+  std::error_code ec;
+  std::filesystem::remove_all(results, ec);
+  std::vector<SweepRun> ran;
+  double wall = 0;
+  bool all_ok = true;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!finished[i]) continue;  // not started: interrupted before its turn
+    ran.push_back(runs[i]);
+    wall += runs[i].wall_seconds;
+    all_ok &= runs[i].passed();
+  }
+  std::stable_sort(ran.begin(), ran.end(), [](const SweepRun& a, const SweepRun& b) {
+    return a.scenario.name != b.scenario.name ? a.scenario.name < b.scenario.name
+                                              : a.scenario.seed < b.scenario.seed;
+  });
+  if (ran.size() > 1) {
+    std::printf("%zu runs (%.0f s of simulated cluster time, %.0f s of wall time, --jobs=%d):\n%s",
+                ran.size(), wall, absl::ToDoubleSeconds(absl::Now() - began), jobs,
+                SweepSummary(ran).c_str());
   }
   const std::string report = absl::GetFlag(FLAGS_report);
   if (!report.empty()) {
     std::string header = absl::StrFormat(
-        "# ringside-sim scenario report\n\n%d scenarios, %.0f s of wall time, run on %s with the "
-        "real ringside-agent, libringside_nccl.so and ringside-aggregator.\n",
-        runs.size(), wall, absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(), absl::UTCTimeZone()));
+        "# ringside-sim scenario report\n\n%d runs of %d scenarios (%d seeds each), %.0f s of run "
+        "time in %.0f s of wall time (--jobs=%d), on %s with the real ringside-agent, "
+        "libringside_nccl.so and ringside-aggregator.\n\n```sh\n%s\n```\n",
+        ran.size(), paths.size(), std::max(1, absl::GetFlag(FLAGS_seeds)), wall,
+        absl::ToDoubleSeconds(absl::Now() - began), jobs,
+        absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(), absl::UTCTimeZone()),
+        absl::StrJoin(args, " "));
     std::ofstream out(report);
-    out << MarkdownReport(runs, header);
+    out << SweepMarkdown(ran, header);
     if (!out) {
       std::fprintf(stderr, "ringside-sim: cannot write %s\n", report.c_str());
       return 1;
     }
     std::printf("report: %s\n", report.c_str());
   }
-  return all_ok ? 0 : 1;
+  return all_ok && !g_stop ? 0 : 1;
 }
 
 int Check(const std::vector<std::string>& files) {
@@ -275,6 +381,90 @@ int Check(const std::vector<std::string>& files) {
   return rc;
 }
 
+// `soak`: the scenario's cluster in one process on a virtual clock (sim/soak.h). --nodes, when
+// given, replaces the scenario's node count; --seed and --interval as for run.
+int Soak(const std::vector<std::string>& files, const std::vector<std::string>& args) {
+  if (files.size() != 1) {
+    std::fprintf(stderr, "usage: ringside-sim soak SCENARIO.yaml [--node-hours=1000] [--nodes=N] "
+                         "[--interval=1s] [--seed=N] [--report=FILE.md]\n");
+    return 2;
+  }
+  absl::StatusOr<Scenario> s = LoadScenario(files[0]);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ringside-sim: %s\n", s.status().ToString().c_str());
+    return 2;
+  }
+  ApplyOverrides(*s);
+  const bool nodes_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--nodes" || a.rfind("--nodes=", 0) == 0 || a == "-nodes" ||
+           a.rfind("-nodes=", 0) == 0;
+  });
+  if (nodes_given) {
+    if (absl::GetFlag(FLAGS_nodes) < 1 || absl::GetFlag(FLAGS_nodes) > 1024) {
+      std::fprintf(stderr, "ringside-sim: --nodes 1..1024\n");
+      return 2;
+    }
+    s->nodes = absl::GetFlag(FLAGS_nodes);
+  }
+  // The trees are rewritten every cycle: on tmpfs when there is one, unless --work-dir says.
+  std::string work_base = absl::GetFlag(FLAGS_work_dir);
+  bool remove = false;
+  if (work_base.empty()) {
+    const std::string parent = access("/dev/shm", W_OK) == 0
+                                   ? std::string("/dev/shm")
+                                   : std::filesystem::temp_directory_path().string();
+    std::string tmpl = parent + "/ringside-soak-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      std::perror("ringside-sim: mkdtemp");
+      return 1;
+    }
+    work_base = tmpl;
+    remove = !absl::GetFlag(FLAGS_keep);
+  } else {
+    work_base += "/soak-" + s->name;
+    std::filesystem::create_directories(work_base);
+  }
+  SoakOptions o;
+  o.node_hours = absl::GetFlag(FLAGS_node_hours);
+  o.work_dir = work_base;
+  o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (!absl::GetFlag(FLAGS_quiet)) {
+    o.on_incident = [](const SimIncident& i) {
+      std::fprintf(stderr, "soak: incident #%llu %s %s\n", static_cast<unsigned long long>(i.id),
+                   i.kind.c_str(), EntityText(i.entity).c_str());
+    };
+  }
+  std::printf("=== soak %s (%s): %d nodes x %d GPUs, every %s, %.4g node-hours on a virtual "
+              "clock (trees in %s)\n",
+              s->name.c_str(), files[0].c_str(), s->nodes, s->gpus,
+              absl::FormatDuration(s->interval).c_str(), o.node_hours, work_base.c_str());
+  absl::StatusOr<SoakResult> r = RunSoak(*s, o, &g_stop);
+  if (remove) {
+    std::error_code ec;
+    std::filesystem::remove_all(work_base, ec);
+  }
+  if (!r.ok()) {
+    std::fprintf(stderr, "ringside-sim: %s\n", r.status().ToString().c_str());
+    return 1;
+  }
+  const double bound = absl::GetFlag(FLAGS_max_false_alarms_per_1000h);
+  std::printf("%s", FormatSoakSummary(*s, *r, bound).c_str());
+  if (const std::string report = absl::GetFlag(FLAGS_report); !report.empty()) {
+    std::string command = "ringside-sim";
+    for (size_t i = 1; i < args.size(); ++i) absl::StrAppend(&command, " ", args[i]);
+    std::ofstream out(report, std::ios::app);
+    out << SoakMarkdown(*s, *r, bound, command);
+    if (!out) {
+      std::fprintf(stderr, "ringside-sim: cannot write %s\n", report.c_str());
+      return 1;
+    }
+    std::printf("report appended to %s\n", report.c_str());
+  }
+  const bool ok = !r->interrupted && r->false_alarms_per_1000h() <= bound &&
+                  (s->faults.empty() || r->score.all_detected());
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -283,7 +473,9 @@ int main(int argc, char** argv) {
       "  ringside-sim demo [--duration=150s] [--nodes=8 --gpus=8]\n"
       "  ringside-sim run SCENARIO.yaml... [--report=FILE.md]\n"
       "  ringside-sim run --all [--scenarios=tests/scenarios] [--report=FILE.md]\n"
-      "  ringside-sim check SCENARIO.yaml...");
+      "  ringside-sim run --all --seeds=N [--jobs=K] [--report=FILE.md]\n"
+      "  ringside-sim check SCENARIO.yaml...\n"
+      "  ringside-sim soak SCENARIO.yaml [--node-hours=1000] [--nodes=N] [--report=FILE.md]");
   std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
   std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
@@ -300,8 +492,9 @@ int main(int argc, char** argv) {
   const std::string cmd = rest[1];
   std::vector<std::string> files(rest.begin() + 2, rest.end());
   if (cmd == "demo") return Demo();
-  if (cmd == "run") return Run(files);
+  if (cmd == "run") return Run(files, args);
   if (cmd == "check") return Check(files);
+  if (cmd == "soak") return Soak(files, std::vector<std::string>(argv, argv + argc));
   std::fprintf(stderr, "ringside-sim: unknown command \"%s\"\n%s\n", cmd.c_str(),
                absl::ProgramUsageMessage().data());
   return 2;

@@ -40,12 +40,14 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
     bool flapping = false, symbols = false, ecn = false, storm = false, paused = false,
          hard_down = false;
     int resets = 0;
+    absl::Duration flap_start = absl::ZeroDuration();
     for (const PortFault& f : faults_) {
       if (f.kind == PortFault::Kind::kCounterReset) {
         resets += f.device == p.device && f.port == p.port && t >= f.start ? 1 : 0;
         continue;
       }
       if (!Active(f, t, p)) continue;
+      if (f.kind == PortFault::Kind::kFlap && !flapping) flap_start = f.start;
       flapping |= f.kind == PortFault::Kind::kFlap;
       symbols |= f.kind == PortFault::Kind::kSymbolErrors;
       ecn |= f.kind == PortFault::Kind::kEcnCongestion;
@@ -62,7 +64,9 @@ absl::Status NodeAnimator::Step(absl::Duration t) {
       c.out_of_sequence = 0;
     }
     // A flap: down for the first part of each 10 s cycle of the fault window.
-    const bool down = hard_down || (flapping && std::fmod(absl::ToDoubleSeconds(t), 10.0) < 3.0);
+    // A flap goes down at the fault's start, 3 s of every 10 s from there.
+    const bool down =
+        hard_down || (flapping && std::fmod(absl::ToDoubleSeconds(t - flap_start), 10.0) < 3.0);
     if (down != c.down) {
       c.down = down;
       ++c.carrier_changes;

@@ -76,17 +76,19 @@ std::string CauseText(const SimIncident& inc) {
 int ExplainingFault(const Scenario& s, absl::Time t0, const SimIncident& inc, bool* expected,
                     bool* is_allowed) {
   if (is_allowed) *is_allowed = false;
-  int allowed = -1, kind_only = -1;
+  int allowed = -1, kind_only = -1, exact = -1;
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const FaultSpec& f = s.faults[i];
     if (!In(FaultWindow(s, t0, f), inc.opened)) continue;
     for (const Expectation& e : f.expect) {
       if (e.kind != inc.kind) continue;
+      // Of several faults whose windows hold the incident, the one that started last before it
+      // (a second slowdown of a job is not the first one detected late).
       if (EntityMatches(e.entity, inc.entity)) {
-        if (expected) *expected = true;
-        return static_cast<int>(i);
+        if (exact < 0 || f.start >= s.faults[exact].start) exact = static_cast<int>(i);
+      } else if (kind_only < 0 || f.start >= s.faults[kind_only].start) {
+        kind_only = static_cast<int>(i);
       }
-      if (kind_only < 0) kind_only = static_cast<int>(i);
     }
     for (const std::string& a : f.allow) {
       if (a == inc.kind && allowed < 0) {
@@ -94,6 +96,10 @@ int ExplainingFault(const Scenario& s, absl::Time t0, const SimIncident& inc, bo
         if (n == inc.entity.end() || n->second == s.NodeName(f.node)) allowed = static_cast<int>(i);
       }
     }
+  }
+  if (exact >= 0) {
+    if (expected) *expected = true;
+    return exact;
   }
   if (expected) *expected = false;
   if (kind_only < 0 && allowed >= 0 && is_allowed) *is_allowed = true;
@@ -116,22 +122,54 @@ ScoreReport Score(const Scenario& s, absl::Time t0, absl::Duration ran,
     c.fault_class = std::string(FaultKindName(f.kind));
     ++c.faults;
   }
-  // Expectations: the earliest incident of the kind with the right entity, else any of the kind.
+  // Expectations: the earliest incident of the kind with the right entity, else any of the kind
+  // that no expectation claims with its entity (so when several faults of a class overlap, one
+  // fault's incident is not also counted as another's detection with a wrong entity).
+  // Faults are matched in the order they start, each to the earliest incident opened in its
+  // window (the aggregator lists incidents in no particular order).
+  std::vector<const SimIncident*> by_open;
+  for (const SimIncident& inc : incidents) by_open.push_back(&inc);
+  std::stable_sort(by_open.begin(), by_open.end(), [](const SimIncident* a, const SimIncident* b) {
+    return a->opened != b->opened ? a->opened < b->opened : a->id < b->id;
+  });
+  std::vector<size_t> order(s.faults.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return s.faults[a].start < s.faults[b].start; });
   std::set<uint64_t> used;
+  std::vector<std::vector<const SimIncident*>> exact(s.faults.size());  // per fault, expectation
+  for (size_t fi : order) {
+    const FaultSpec& f = s.faults[fi];
+    const Window w = FaultWindow(s, t0, f);
+    for (const Expectation& e : f.expect) {
+      const SimIncident* best = nullptr;
+      for (const SimIncident* p : by_open) {
+        const SimIncident& inc = *p;
+        if (inc.kind != e.kind || !In(w, inc.opened) || used.count(inc.id)) continue;
+        if (EntityMatches(e.entity, inc.entity)) {
+          best = &inc;
+          break;
+        }
+      }
+      if (best) used.insert(best->id);
+      exact[fi].push_back(best);
+    }
+  }
   for (size_t fi = 0; fi < s.faults.size(); ++fi) {
     const FaultSpec& f = s.faults[fi];
     const Window w = FaultWindow(s, t0, f);
     ClassScore& c = r.classes[std::string(FaultKindName(f.kind))];
-    for (const Expectation& e : f.expect) {
+    for (size_t ei = 0; ei < f.expect.size(); ++ei) {
+      const Expectation& e = f.expect[ei];
       ExpectationResult er;
       er.fault = static_cast<int>(fi);
       er.expect = e;
-      const SimIncident* best = nullptr;
+      const SimIncident* best = exact[fi][ei];
       const SimIncident* any = nullptr;
-      for (const SimIncident& inc : incidents) {
-        if (inc.kind != e.kind || !In(w, inc.opened)) continue;
-        if (any == nullptr) any = &inc;
-        if (best == nullptr && EntityMatches(e.entity, inc.entity) && !used.count(inc.id)) best = &inc;
+      for (const SimIncident* p : by_open) {
+        if (p->kind != e.kind || !In(w, p->opened) || used.count(p->id)) continue;
+        any = p;
+        break;
       }
       const SimIncident* got = best ? best : any;
       ++c.expected;
@@ -143,7 +181,6 @@ ScoreReport Score(const Scenario& s, absl::Time t0, absl::Duration ran,
         er.got = absl::StrCat(got->kind, " #", got->id, " ", EntityText(got->entity));
         const std::string cause = got->causes.empty() ? "" : got->causes.front().kind;
         er.cause_ok = e.cause.empty() || cause == e.cause;
-        if (best) used.insert(best->id);
         ++c.detected;
         if (er.entity_ok) ++c.entity_ok;
         if (!e.cause.empty() && er.cause_ok) ++c.cause_ok;
