@@ -1,13 +1,15 @@
 // A detector's memo of the port records it has looked up, keyed by the caller's port token
 // (CounterStep::port_token: one per node and port) and valid for one version of the port
 // directory. The aggregator hands a node's series over in id order and agents number a port's
-// series together, so most steps name the same port as the step before (two compares); the
-// others cost one integer-keyed lookup instead of building a string key and hashing it. The
+// series together, so most steps name the same port as one of the two steps before (a few
+// compares: two, for a RoCE port whose RDMA and netdev series interleave); the others cost one
+// integer-keyed lookup instead of building a string key and hashing it. The
 // detector clears the memo whenever it erases records.
 #ifndef RINGSIDE_ANALYSIS_LAST_PORT_H_
 #define RINGSIDE_ANALYSIS_LAST_PORT_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "analysis/fabric_inputs.h"
@@ -26,10 +28,14 @@ class LastPort {
       return nullptr;
     }
     if (token == last_token_) return last_;
+    if (token == prev_token_) {  // a port's series of two sources interleave (ib and netdev)
+      std::swap(last_token_, prev_token_);
+      std::swap(last_, prev_);
+      return last_;
+    }
     auto it = by_token_.find(token);
     if (it == by_token_.end()) return nullptr;
-    last_token_ = token;
-    last_ = it->second;
+    Push(token, it->second);
     return last_;
   }
   void Remember(uint64_t token, const PortDirectory* directory, Record* record) {
@@ -39,21 +45,33 @@ class LastPort {
       version_ = VersionOf(directory);
     }
     by_token_[token] = record;
-    last_token_ = token;
-    last_ = record;
+    if (token == prev_token_) prev_token_ = 0;
+    if (token != last_token_) {
+      Push(token, record);
+    } else {
+      last_ = record;
+    }
   }
   void Clear() {
-    last_token_ = 0;
-    last_ = nullptr;
+    last_token_ = prev_token_ = 0;
+    last_ = prev_ = nullptr;
     by_token_.clear();
   }
 
  private:
   static uint64_t VersionOf(const PortDirectory* d) { return d == nullptr ? 0 : d->version(); }
+  void Push(uint64_t token, Record* record) {
+    prev_token_ = last_token_;
+    prev_ = last_;
+    last_token_ = token;
+    last_ = record;
+  }
 
   uint64_t version_ = 0;
-  uint64_t last_token_ = 0;
+  uint64_t last_token_ = 0;  // the last two tokens seen, the latest first
   Record* last_ = nullptr;
+  uint64_t prev_token_ = 0;
+  Record* prev_ = nullptr;
   absl::flat_hash_map<uint64_t, Record*> by_token_;
 };
 
