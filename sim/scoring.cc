@@ -24,23 +24,6 @@ bool In(const Window& w, absl::Time t) { return t >= w.from && t <= w.to; }
 
 bool Negative(FaultKind k) { return k == FaultKind::kCounterReset || k == FaultKind::kAgentCrash; }
 
-std::string Median(std::vector<double> v) {
-  if (v.empty()) return "—";
-  std::sort(v.begin(), v.end());
-  const double m = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  return absl::StrFormat("%.1f s", m);
-}
-
-std::string Max(const std::vector<double>& v) {
-  if (v.empty()) return "—";
-  return absl::StrFormat("%.1f s", *std::max_element(v.begin(), v.end()));
-}
-
-std::string Frac(int num, int den) {
-  if (den == 0) return "—";
-  return absl::StrFormat("%.2f (%d/%d)", static_cast<double>(num) / den, num, den);
-}
-
 }  // namespace
 
 bool EntityMatches(const std::map<std::string, std::string>& want,
@@ -252,62 +235,6 @@ std::string FormatScoreTable(const Scenario& s, const ScoreReport& r) {
   for (const SimIncident& fa : r.false_alarms) {
     absl::StrAppend(&out, "  false alarm #", fa.id, " ", fa.kind, " ", EntityText(fa.entity),
                     " — ", fa.summary, "\n");
-  }
-  return out;
-}
-
-std::string MarkdownReport(const std::vector<std::pair<Scenario, ScoreReport>>& runs,
-                           const std::string& header) {
-  std::string out = header;
-  std::map<std::string, ClassScore> total;
-  double node_hours = 0;
-  size_t false_alarms = 0;
-  for (const auto& [s, r] : runs) {
-    node_hours += r.node_hours;
-    false_alarms += r.false_alarms.size();
-    for (const auto& [name, c] : r.classes) {
-      ClassScore& t = total[name];
-      t.fault_class = name;
-      t.faults += c.faults;
-      t.expected += c.expected;
-      t.detected += c.detected;
-      t.entity_ok += c.entity_ok;
-      t.cause_expected += c.cause_expected;
-      t.cause_ok += c.cause_ok;
-      t.raised += c.raised;
-      t.raised_ok += c.raised_ok;
-      t.false_alarms += c.false_alarms;
-      t.ttd_seconds.insert(t.ttd_seconds.end(), c.ttd_seconds.begin(), c.ttd_seconds.end());
-    }
-  }
-  absl::StrAppend(&out, "\n## Per fault class\n\n",
-                  "| fault class | faults | precision | recall | correct entity | correct cause | "
-                  "time to detect (median / max) |\n|---|---|---|---|---|---|---|\n");
-  for (const auto& [name, c] : total) {
-    absl::StrAppend(
-        &out, absl::StrFormat("| %s | %d | %s | %s | %s | %s | %s / %s |\n", name, c.faults,
-                              c.expected == 0 ? (c.false_alarms == 0 ? "1.00 (nothing raised)"
-                                                                     : absl::StrCat(c.false_alarms, " raised"))
-                                              : Frac(c.raised_ok, c.raised),
-                              Frac(c.detected, c.expected), Frac(c.entity_ok, c.expected),
-                              Frac(c.cause_ok, c.cause_expected), Median(c.ttd_seconds),
-                              Max(c.ttd_seconds)));
-  }
-  absl::StrAppend(&out, absl::StrFormat(
-                            "\nFalse alarms (incidents no injected fault explains): %d in %.2f "
-                            "simulated node-hours (%.1f per 1,000 node-hours).\n",
-                            false_alarms, node_hours,
-                            node_hours > 0 ? 1000.0 * false_alarms / node_hours : 0.0));
-  absl::StrAppend(&out, "\n## Per scenario\n\n");
-  for (const auto& [s, r] : runs) {
-    absl::StrAppend(&out, "### ", s.name, "\n\n", s.description, "\n\n",
-                    absl::StrFormat("%d nodes × %d GPUs, %s at %s sampling, seed %d; %s.\n\n",
-                                    s.nodes, s.gpus, absl::FormatDuration(s.duration),
-                                    absl::FormatDuration(s.interval), s.seed,
-                                    r.all_detected() && r.false_alarms.empty()
-                                        ? "**pass**"
-                                        : "**fail**"),
-                    "```\n", FormatScoreTable(s, r), "```\n\n");
   }
   return out;
 }

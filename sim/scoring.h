@@ -68,9 +68,6 @@ std::string EntityText(const std::map<std::string, std::string>& entity);
 std::string CauseText(const SimIncident& inc);
 // A plain-text table of the expectations and per-class scores.
 std::string FormatScoreTable(const Scenario& s, const ScoreReport& r);
-// The Markdown report of several scenario runs.
-std::string MarkdownReport(const std::vector<std::pair<Scenario, ScoreReport>>& runs,
-                           const std::string& header);
 
 }  // namespace ringside::sim
 
