@@ -89,6 +89,13 @@ void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
     es->hits.pop_front();
   }
   if (es->hits.empty()) es->sum = 0;
+  const uint32_t bit = uint32_t{1} << code;
+  l.err_present |= bit;
+  if (es->stuck || !es->hits.empty()) {
+    l.err_attention |= bit;
+  } else {
+    l.err_attention &= ~bit;
+  }
   if (d <= 0) return;
   const double step_rate = StepRate(step);
   const std::string name(ErrorName(code));

@@ -179,11 +179,13 @@ void LinkDetector::Confirm(Link& l, absl::Time t, std::vector<Finding>& out) {
 
 void LinkDetector::CompleteCycles(Link& l, absl::Time now, std::vector<Finding>& out) {
   // Forget what can no longer count.
-  while (!l.downs.empty() && l.downs.front().status == Down::kCompleted &&
-         l.downs.front().at <= now - options_.flap_window) {
-    l.downs.pop_front();
+  size_t forget = 0;
+  while (forget < l.downs.size() && l.downs[forget].status == Down::kCompleted &&
+         l.downs[forget].at <= now - options_.flap_window) {
+    ++forget;
   }
-  while (l.downs.size() > kMaxDowns) l.downs.pop_front();
+  forget = std::max(forget, l.downs.size() > kMaxDowns ? l.downs.size() - kMaxDowns : 0);
+  l.downs.erase(l.downs.begin(), l.downs.begin() + static_cast<std::ptrdiff_t>(forget));
   const int cycles = CompletedInWindow(l, now);
   if (!l.flapping_open && cycles >= options_.flap_cycles) {
     l.flapping_open = true;
@@ -262,7 +264,12 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
   Link& l = GetLink(step.node, step.source, step.device, step.port, step.port_token);
   l.last_input = std::max(l.last_input, step.time);
   if (code >= kSymbolError && code <= kNv5Effective) {
-    ObserveError(l, step, code, out);
+    // A step that counts nothing on a series that needs no look (not stuck, no errors in its
+    // window) would change nothing in ObserveError: skip it and its cache misses.
+    const uint32_t bit = uint32_t{1} << code;
+    const bool idle = step.kind == DeltaKind::kNormal && step.delta == 0 &&
+                      (l.err_present & bit) != 0 && (l.err_attention & bit) == 0;
+    if (!idle) ObserveError(l, step, code, out);
   } else if ((DeltaUsable(step.kind) || step.kind == DeltaKind::kSaturated) && step.delta > 0) {
     // A saturated step's delta is a lower bound of real downs; a stuck counter adds none.
     const absl::Time lo = step.time - step.interval;
@@ -315,24 +322,28 @@ void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out)
     CheckClean(l, s.time, out);
     return;
   }
-  if (code >= kSymbolError && code <= kNv5Effective) return;  // a counter sent as a gauge
+  // A counter sent as a gauge tells nothing about the state.
+  if (code != kIbState && code != kIbPhysState && code != kOperstate && code != kNvLinkState) return;
   l.has_state_source = true;
   const LinkState st = StateOf(code, s.value);
   bool found = false;
-  for (Link::Series& x : l.series) {
+  for (size_t i = 0; i < l.n_series; ++i) {
+    Link::Series& x = l.series[i];
     if (x.code == code) {
       if (s.time >= x.time) x = Link::Series{code, st, s.time};
       found = true;
+      break;
     }
   }
-  if (!found) l.series.push_back(Link::Series{code, st, s.time});
+  if (!found) l.series[l.n_series++] = Link::Series{code, st, s.time};  // one per state code
   if (s.time > l.sample_time) {
     l.prev_sample_time = l.sample_time;
     l.sample_time = s.time;
   }
   if (s.time >= l.state_time) {  // not older than what an event already told
     bool any_down = false, any_up = false;
-    for (const Link::Series& x : l.series) {
+    for (size_t i = 0; i < l.n_series; ++i) {
+      const Link::Series& x = l.series[i];
       if (x.time + options_.state_stale_after < s.time) continue;
       any_down |= x.state == LinkState::kDown;
       any_up |= x.state == LinkState::kUp;

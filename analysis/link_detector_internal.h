@@ -3,10 +3,12 @@
 #ifndef RINGSIDE_ANALYSIS_LINK_DETECTOR_INTERNAL_H_
 #define RINGSIDE_ANALYSIS_LINK_DETECTOR_INTERNAL_H_
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -184,6 +186,23 @@ inline absl::string_view ErrorName(int code) {
 
 constexpr size_t kMaxDowns = 64;
 
+// A deque allocated on first use: most error series never count an error, and an empty std::deque
+// still allocates its map and a 512-byte node.
+template <typename T>
+class LazyDeque {
+ public:
+  bool empty() const { return q_ == nullptr || q_->empty(); }
+  const T& front() const { return q_->front(); }
+  void pop_front() { q_->pop_front(); }
+  void push_back(const T& v) {
+    if (q_ == nullptr) q_ = std::make_unique<std::deque<T>>();
+    q_->push_back(v);
+  }
+
+ private:
+  std::unique_ptr<std::deque<T>> q_;
+};
+
 }  // namespace link_internal
 
 struct LinkDetector::Down {
@@ -196,30 +215,42 @@ struct LinkDetector::Down {
   bool reported = false;  // counted into a link_down or a link_flapping finding
 };
 
+// A link's record. The fields every sample reads come first and the state series are kept
+// inline, so that a sample that changes nothing touches a few adjacent cache lines: the detector
+// visits every link once per sampling interval, far more links than fit in the L2 cache.
 struct LinkDetector::Link {
-  std::string node;
-  PortId id;
-  std::map<std::string, std::string> entity;  // as first named (or as restored)
-  LinkState state = LinkState::kUnknown;
+  // --- read or written by every sample ---
+  absl::Time last_input = absl::InfinitePast();
   absl::Time state_time = absl::InfinitePast();
+  absl::Time sample_time = absl::InfinitePast();
+  absl::Time prev_sample_time = absl::InfinitePast();
+  absl::Time last_transition = absl::InfinitePast();
+  LinkState state = LinkState::kUnknown;
   bool was_up = false;
   bool has_state_source = false;
+  bool down_open = false;
+  bool flapping_open = false;
+  bool degraded_open = false;
+  uint8_t n_series = 0;
+  // Error series (bit = link_internal::Code): seen at all, and needing a look at a step that
+  // counts nothing (stuck at their maximum, or errors still in their window). A step of Δ 0 on a
+  // series seen and not needing a look changes nothing and skips ObserveError.
+  uint32_t err_present = 0;
+  uint32_t err_attention = 0;
   struct Series {
     link_internal::Code code;
     LinkState state;
     absl::Time time;
   };
-  std::vector<Series> series;
-  absl::Time sample_time = absl::InfinitePast();
-  absl::Time prev_sample_time = absl::InfinitePast();
-  std::deque<Down> downs;
-  absl::Time last_transition = absl::InfinitePast();
-  absl::Time last_input = absl::InfinitePast();
+  // At most one per state code (infiniband_port state and phys_state, operstate, nvlink
+  // link_state).
+  static constexpr size_t kMaxSeries = 4;
+  std::array<Series, kMaxSeries> series{};
+  std::vector<Down> downs;  // oldest first, at most kMaxDowns
+
+  // --- read when something happens ---
   uint64_t carrier_residual = 0;  // carrier_changes not yet paired into a down and an up
   absl::Time carrier_residual_since;
-
-  bool down_open = false;
-  bool flapping_open = false;
   int flapping_reported_cycles = 0;
   uint64_t flap_cycles_total = 0;
 
@@ -229,18 +260,22 @@ struct LinkDetector::Link {
   };
   struct ErrSeries {
     link_internal::Code code = link_internal::kNone;
-    std::deque<Hit> hits;
+    bool stuck = false;  // saturated at its maximum
     double sum = 0;
     uint64_t total = 0;
-    bool stuck = false;  // saturated at its maximum
+    link_internal::LazyDeque<Hit> hits;
   };
   std::vector<ErrSeries> errs;
   double rate_bits_per_s = 0;
-  bool degraded_open = false;
   Severity degraded_severity = Severity::kWarning;
   absl::Time last_breach = absl::InfinitePast();
   std::string degraded_rule;
   std::map<std::string, double> degraded_evidence;
+
+  // --- names ---
+  std::string node;
+  PortId id;
+  std::map<std::string, std::string> entity;  // as first named (or as restored)
 };
 
 }  // namespace ringside::analysis

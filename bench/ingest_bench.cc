@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/port_series.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/protocol.h"
 #include "grpcpp/create_channel.h"
@@ -52,6 +53,8 @@ ABSL_FLAG(bool, detect, false,
           "load) and print the ratio of the two throughputs.");
 
 namespace {
+
+using ringside::bench::kPortSeries;
 
 using ringside::v1::AgentMessage;
 using ringside::v1::AggregatorMessage;
@@ -99,83 +102,6 @@ double Metric(const std::string& text, const std::string& name) {
   return -1;
 }
 
-// What one port of a healthy node sends each second: InfiniBand PMA counters, mlx5 hw_counters,
-// ethtool PFC per priority, port state and netdev carrier counts — the series the detectors read,
-// with healthy increments (traffic moves, errors stay, pauses stay far below the storm rule), so
-// "detectors on" pays for real routing and detector work.
-struct PortSeries {
-  const char* source;
-  const char* counter;
-  int priority;
-  ringside::v1::SeriesKind kind;
-  uint32_t width;
-  const char* unit;
-  uint64_t step;  // counters: increase per second; states and gauges: the value
-};
-constexpr ringside::v1::SeriesKind kC = ringside::v1::SERIES_KIND_COUNTER;
-constexpr ringside::v1::SeriesKind kS = ringside::v1::SERIES_KIND_STATE;
-const std::vector<PortSeries> kPortSeries = {
-    {"infiniband", "symbol_error", -1, kC, 16, "count", 0},
-    {"infiniband", "link_error_recovery", -1, kC, 8, "count", 0},
-    {"infiniband", "link_downed", -1, kC, 8, "count", 0},
-    {"infiniband", "port_rcv_errors", -1, kC, 16, "count", 0},
-    {"infiniband", "port_rcv_remote_physical_errors", -1, kC, 16, "count", 0},
-    {"infiniband", "port_rcv_switch_relay_errors", -1, kC, 16, "count", 0},
-    {"infiniband", "port_xmit_discards", -1, kC, 16, "count", 0},
-    {"infiniband", "port_xmit_constraint_errors", -1, kC, 8, "count", 0},
-    {"infiniband", "port_rcv_constraint_errors", -1, kC, 8, "count", 0},
-    {"infiniband", "local_link_integrity_errors", -1, kC, 4, "count", 0},
-    {"infiniband", "excessive_buffer_overrun_errors", -1, kC, 4, "count", 0},
-    {"infiniband", "VL15_dropped", -1, kC, 16, "count", 0},
-    {"infiniband", "port_xmit_data", -1, kC, 64, "4-byte-words", 2'500'000'000},
-    {"infiniband", "port_rcv_data", -1, kC, 64, "4-byte-words", 2'400'000'000},
-    {"infiniband", "port_xmit_packets", -1, kC, 64, "packets", 2'400'000},
-    {"infiniband", "port_rcv_packets", -1, kC, 64, "packets", 2'300'000},
-    {"infiniband", "unicast_xmit_packets", -1, kC, 64, "packets", 2'400'000},
-    {"infiniband", "unicast_rcv_packets", -1, kC, 64, "packets", 2'300'000},
-    {"infiniband", "multicast_xmit_packets", -1, kC, 64, "packets", 3},
-    {"infiniband", "multicast_rcv_packets", -1, kC, 64, "packets", 3},
-    {"infiniband", "port_xmit_wait", -1, kC, 64, "ticks", 20'000},
-    {"infiniband_hw", "np_ecn_marked_roce_packets", -1, kC, 32, "packets", 10},
-    {"infiniband_hw", "np_cnp_sent", -1, kC, 32, "packets", 10},
-    {"infiniband_hw", "rp_cnp_handled", -1, kC, 32, "packets", 10},
-    {"infiniband_hw", "rp_cnp_ignored", -1, kC, 32, "packets", 0},
-    {"infiniband_hw", "out_of_buffer", -1, kC, 32, "count", 0},
-    {"infiniband_hw", "out_of_sequence", -1, kC, 32, "count", 0},
-    {"infiniband_hw", "packet_seq_err", -1, kC, 32, "count", 0},
-    {"infiniband_hw", "local_ack_timeout_err", -1, kC, 32, "count", 0},
-    {"infiniband_hw", "duplicate_request", -1, kC, 32, "count", 0},
-    {"infiniband_hw", "rnr_nak_retry_err", -1, kC, 32, "count", 0},
-    {"ethtool", "rx_prio0_pause", 0, kC, 64, "packets", 0},
-    {"ethtool", "tx_prio0_pause", 0, kC, 64, "packets", 0},
-    {"ethtool", "rx_prio3_pause", 3, kC, 64, "packets", 40},
-    {"ethtool", "tx_prio3_pause", 3, kC, 64, "packets", 40},
-    {"ethtool", "rx_prio3_pause_duration", 3, kC, 64, "microseconds", 2'000},
-    {"ethtool", "tx_prio3_pause_duration", 3, kC, 64, "microseconds", 2'000},
-    {"ethtool", "rx_prio3_pause_transition", 3, kC, 64, "count", 20},
-    {"ethtool", "rx_prio5_pause", 5, kC, 64, "packets", 0},
-    {"ethtool", "tx_prio5_pause", 5, kC, 64, "packets", 0},
-    {"ethtool", "rx_prio5_pause_duration", 5, kC, 64, "microseconds", 0},
-    {"ethtool", "tx_prio5_pause_duration", 5, kC, 64, "microseconds", 0},
-    {"ethtool", "rx_pause_ctrl_phy", -1, kC, 64, "packets", 0},
-    {"ethtool", "tx_pause_ctrl_phy", -1, kC, 64, "packets", 0},
-    {"ethtool", "tx_pause_storm_warning_events", -1, kC, 64, "count", 0},
-    {"ethtool", "tx_pause_storm_error_events", -1, kC, 64, "count", 0},
-    {"ethtool", "link_down_events_phy", -1, kC, 64, "count", 0},
-    {"ethtool", "rx_discards_phy", -1, kC, 64, "packets", 0},
-    {"ethtool", "tx_discards_phy", -1, kC, 64, "packets", 0},
-    {"ethtool", "rx_prio3_ecn_mark", 3, kC, 64, "packets", 5},
-    {"infiniband_port", "state", -1, kS, 0, "state", 4},
-    {"infiniband_port", "phys_state", -1, kS, 0, "state", 5},
-    {"netdev", "carrier_changes", -1, kC, 64, "count", 0},
-    {"netdev", "carrier_up_count", -1, kC, 64, "count", 0},
-    {"netdev", "carrier_down_count", -1, kC, 64, "count", 0},
-    {"netdev", "rx_bytes", -1, kC, 64, "bytes", 10'000'000'000},
-    {"netdev", "tx_bytes", -1, kC, 64, "bytes", 10'000'000'000},
-    {"netdev", "rx_packets", -1, kC, 64, "packets", 2'400'000},
-    {"netdev", "tx_packets", -1, kC, 64, "packets", 2'400'000},
-    {"netdev", "operstate", -1, kS, 0, "state", 6},
-};
 
 struct Agent {
   std::unique_ptr<ringside::v1::Ingest::Stub> stub;
@@ -259,22 +185,7 @@ RunResult RunOnce(bool detect) {
       return {};
     }
     AgentMessage defs;
-    for (int s = 0; s < n_series; ++s) {
-      const PortSeries& ps = kPortSeries[s % kPortSeries.size()];
-      const int port = s / static_cast<int>(kPortSeries.size());
-      auto* d = defs.mutable_series_defs()->add_defs();
-      d->set_id(s);
-      d->set_source(ps.source);
-      const bool is_netdev = std::string_view(ps.source) == "ethtool" ||
-                             std::string_view(ps.source) == "netdev";
-      d->set_device(is_netdev ? absl::StrCat("eth", port) : absl::StrCat("mlx5_", port));
-      d->set_port(is_netdev ? "" : "1");
-      d->set_counter(ps.counter);
-      d->set_priority(ps.priority);
-      d->set_kind(ps.kind);
-      d->set_width(ps.kind == ringside::v1::SERIES_KIND_COUNTER ? ps.width : 0);
-      d->set_unit(ps.unit);
-    }
+    ringside::bench::AddPortSeriesDefs(n_series, defs.mutable_series_defs());
     ag.stream->Write(defs);
     for (int s = 0; s < n_series; ++s) {
       ag.batch.mutable_samples()->add_ids(s);
@@ -292,11 +203,7 @@ RunResult RunOnce(bool detect) {
         Agent& ag = agents[a];
         auto* b = ag.batch.mutable_samples();
         b->set_timestamp_unix_nanos(ts);
-        for (int s = 0; s < n_series; ++s) {
-          const PortSeries& ps = kPortSeries[s % kPortSeries.size()];
-          b->set_values(s, ps.kind == ringside::v1::SERIES_KIND_COUNTER ? b->values(s) + ps.step
-                                                                         : ps.step);
-        }
+        ringside::bench::AdvancePortSeries(b);
         ag.batch.set_seq(++ag.seq);
         if (!ag.stream->Write(ag.batch)) {
           stop = true;
