@@ -105,7 +105,7 @@ void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
                        ? step.prepared
                        : Slot(step.source, step.counter, step.priority, nullptr);
   if (slot < 0) return;
-  Port* found = last_.Find(step.port_token, directory_);
+  Port* found = last_.Find(step.port_token, directory_, step.hint);
   if (found == nullptr) {
     key_.assign(step.node.data(), step.node.size());
     key_.push_back('\0');
@@ -119,7 +119,7 @@ void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
       it = ports_.emplace(key_, std::move(p)).first;
     }
     found = it->second.get();
-    last_.Remember(step.port_token, directory_, found);
+    last_.Remember(step.port_token, directory_, found, step.hint);
   }
   Port& p = *found;
   const absl::Time t = step.time;

@@ -29,6 +29,17 @@
 namespace ringside::analysis {
 
 // The increase of one counter series between two consecutive samples.
+// Where a caller keeps, per series, the detector record that series' last step went to, so that
+// the next step needs no port lookup and the caller can prefetch the record a few steps ahead
+// (the aggregator keeps one per series identity). A detector trusts it only while it has erased
+// no record and the port directory is unchanged (analysis/last_port.h checks both); it is
+// refreshed by every step that carries it.
+struct RecordHint {
+  void* record = nullptr;
+  uint32_t epoch = 0;
+  uint32_t version = 0;
+};
+
 struct CounterStep {
   absl::string_view node;
   absl::string_view source;   // infiniband, infiniband_hw, netdev, ethtool, nvlink, ...
@@ -46,6 +57,7 @@ struct CounterStep {
   // in a run of one port's series, no port lookup. -1 / 0: work from the names.
   int32_t prepared = -1;
   uint64_t port_token = 0;
+  RecordHint* hint = nullptr;  // optional (above)
 };
 
 // A sample of a gauge or state series (infiniband_port/state, netdev/operstate, nvlink/link_state,
@@ -64,6 +76,7 @@ struct StateSample {
   // in a run of one port's series, no port lookup. -1 / 0: work from the names.
   int32_t prepared = -1;
   uint64_t port_token = 0;
+  RecordHint* hint = nullptr;  // optional (above)
 };
 
 // Same numbering as ringside.v1.LinkState and collectors::LinkState.

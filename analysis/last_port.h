@@ -19,8 +19,50 @@ namespace ringside::analysis {
 template <typename Record>
 class LastPort {
  public:
-  // The record remembered for `token` (nonzero) under the directory as it is now, or null.
-  Record* Find(uint64_t token, const PortDirectory* directory) {
+  // The record of `hint` when it is still valid, else the one remembered for `token` (nonzero)
+  // under the directory as it is now (then stored in `hint` too), or null.
+  Record* Find(uint64_t token, const PortDirectory* directory, RecordHint* hint = nullptr) {
+    if (hint != nullptr && hint->record != nullptr && hint->epoch == epoch_ &&
+        hint->version == static_cast<uint32_t>(VersionOf(directory))) {
+      return static_cast<Record*>(hint->record);
+    }
+    Record* r = FindByToken(token, directory);
+    if (r != nullptr && hint != nullptr) Store(hint, r);
+    return r;
+  }
+  // Remembers `record` for `token` (when nonzero) and in `hint` (when given).
+  void Remember(uint64_t token, const PortDirectory* directory, Record* record,
+                RecordHint* hint = nullptr) {
+    if (VersionOf(directory) != version_) {
+      Clear();
+      version_ = VersionOf(directory);
+    }
+    if (hint != nullptr) Store(hint, record);
+    if (token == 0) return;
+    by_token_[token] = record;
+    if (token == prev_token_) prev_token_ = 0;
+    if (token != last_token_) {
+      Push(token, record);
+    } else {
+      last_ = record;
+    }
+  }
+  // Forgets every record (the detector erased one): hints handed out so far are void.
+  void Clear() {
+    ++epoch_;
+    last_token_ = prev_token_ = 0;
+    last_ = prev_ = nullptr;
+    by_token_.clear();
+  }
+
+ private:
+  static uint64_t VersionOf(const PortDirectory* d) { return d == nullptr ? 0 : d->version(); }
+  void Store(RecordHint* hint, Record* record) const {
+    hint->record = record;
+    hint->epoch = epoch_;
+    hint->version = static_cast<uint32_t>(version_);
+  }
+  Record* FindByToken(uint64_t token, const PortDirectory* directory) {
     if (token == 0) return nullptr;
     if (VersionOf(directory) != version_) {
       Clear();
@@ -38,28 +80,6 @@ class LastPort {
     Push(token, it->second);
     return last_;
   }
-  void Remember(uint64_t token, const PortDirectory* directory, Record* record) {
-    if (token == 0) return;
-    if (VersionOf(directory) != version_) {
-      Clear();
-      version_ = VersionOf(directory);
-    }
-    by_token_[token] = record;
-    if (token == prev_token_) prev_token_ = 0;
-    if (token != last_token_) {
-      Push(token, record);
-    } else {
-      last_ = record;
-    }
-  }
-  void Clear() {
-    last_token_ = prev_token_ = 0;
-    last_ = prev_ = nullptr;
-    by_token_.clear();
-  }
-
- private:
-  static uint64_t VersionOf(const PortDirectory* d) { return d == nullptr ? 0 : d->version(); }
   void Push(uint64_t token, Record* record) {
     prev_token_ = last_token_;
     prev_ = last_;
@@ -68,6 +88,7 @@ class LastPort {
   }
 
   uint64_t version_ = 0;
+  uint32_t epoch_ = 1;       // hints stored before the last Clear are void (0: never valid)
   uint64_t last_token_ = 0;  // the last two tokens seen, the latest first
   Record* last_ = nullptr;
   uint64_t prev_token_ = 0;

@@ -27,10 +27,10 @@ int32_t LinkDetector::Prepare(absl::string_view source, absl::string_view counte
 
 LinkDetector::Link& LinkDetector::GetLink(absl::string_view node, absl::string_view source,
                                           absl::string_view device, absl::string_view port,
-                                          uint64_t token) {
-  if (Link* l = last_.Find(token, ports_)) return *l;
+                                          uint64_t token, RecordHint* hint) {
+  if (Link* l = last_.Find(token, ports_, hint)) return *l;
   Link& found = FindOrAddLink(node, source, device, port);
-  last_.Remember(token, ports_, &found);
+  last_.Remember(token, ports_, &found, hint);
   return found;
 }
 
@@ -261,7 +261,7 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
   const Code code =
       step.prepared >= 0 ? static_cast<Code>(step.prepared) : Classify(step.source, step.counter);
   if (code == kNone) return;
-  Link& l = GetLink(step.node, step.source, step.device, step.port, step.port_token);
+  Link& l = GetLink(step.node, step.source, step.device, step.port, step.port_token, step.hint);
   l.last_input = std::max(l.last_input, step.time);
   if (code >= kSymbolError && code <= kNv5Effective) {
     // A step that counts nothing on a series that needs no look (not stuck, no errors in its
@@ -311,7 +311,7 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
 void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out) {
   const Code code = s.prepared >= 0 ? static_cast<Code>(s.prepared) : Classify(s.source, s.counter);
   if (code == kNone) return;
-  Link& l = GetLink(s.node, s.source, s.device, s.port, s.port_token);
+  Link& l = GetLink(s.node, s.source, s.device, s.port, s.port_token, s.hint);
   l.last_input = std::max(l.last_input, s.time);
   if (code == kIbRate) {
     l.rate_bits_per_s = s.value * 8;

@@ -126,7 +126,7 @@ class LinkDetector {
   struct Link;
   struct Down;
   Link& GetLink(absl::string_view node, absl::string_view source, absl::string_view device,
-                absl::string_view port, uint64_t token = 0);
+                absl::string_view port, uint64_t token = 0, RecordHint* hint = nullptr);
   Link& FindOrAddLink(absl::string_view node, absl::string_view source, absl::string_view device,
                       absl::string_view port);
   void Transition(Link& l, LinkState to, absl::Time lo, absl::Time hi, uint16_t witness,

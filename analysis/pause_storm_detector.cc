@@ -137,13 +137,13 @@ void PauseStormDetector::SetTopology(const Topology* topology) {
 }
 
 PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
-  if (Port* p = last_.Find(step.port_token, directory_)) return *p;
+  if (Port* p = last_.Find(step.port_token, directory_, step.hint)) return *p;
   key_.assign(step.node.data(), step.node.size());
   key_.push_back('\0');
   AppendPortKey(CanonicalPort(directory_, step.node, step.source, step.device, step.port), key_);
   auto it = ports_.find(key_);
   if (it != ports_.end()) {
-    last_.Remember(step.port_token, directory_, it->second.get());
+    last_.Remember(step.port_token, directory_, it->second.get(), step.hint);
     return *it->second;
   }
   auto port = std::make_unique<Port>();
@@ -153,7 +153,7 @@ PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
   Port& ref = *port;
   by_domain_[ref.domain].push_back(&ref);
   ports_.emplace(key_, std::move(port));
-  last_.Remember(step.port_token, directory_, &ref);
+  last_.Remember(step.port_token, directory_, &ref, step.hint);
   return ref;
 }
 

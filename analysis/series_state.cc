@@ -397,6 +397,7 @@ bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResu
     detail->step = *result;
     detail->identity = s.identity;
     detail->identity_generation = info.generation;
+    detail->slot = static_cast<uint32_t>(at);
   }
   return true;
 }

@@ -122,6 +122,9 @@ struct ObservedSample {
   // its handle and generation (0: none), for callers that cache per identity.
   uint32_t identity = 0;
   uint32_t identity_generation = 0;
+  // The series' index in its node's table (dense from 0; a series removed or redefined may move
+  // it, so a caller keeping state by slot checks the identity too).
+  uint32_t slot = 0;
 };
 
 // A series as an agent declares it (ringside.v1 SeriesDef).

@@ -91,9 +91,20 @@ class AnalysisHost final : public IngestObserver {
   };
   const analysis::SeriesBinding& BindingOf(const analysis::ObservedSample& s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Per node and series slot (ObservedSample::slot), the detector record the series' last step
+  // went to (analysis::RecordHint): the next step skips the port lookup, and OnSamples prefetches
+  // the record a few samples ahead. Checked against the series identity, as slots can move.
+  struct SlotHint {
+    uint32_t identity = 0;
+    uint32_t generation = 0;  // 0: empty
+    analysis::RecordHint hint;
+  };
+  analysis::RecordHint* HintOf(std::vector<SlotHint>& hints, const analysis::ObservedSample& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t NodeNumber(absl::string_view node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<CachedBinding> bindings_ ABSL_GUARDED_BY(mu_);
   analysis::SeriesBinding scratch_binding_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<SlotHint>> hints_ ABSL_GUARDED_BY(mu_);  // by node number
   absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;

@@ -1,5 +1,6 @@
-// The aggregator's fast path into the detectors (FabricAnalysis::Bind, CounterStep::prepared and
-// port_token, the detectors' port memos) must decide exactly what the path from names decides:
+// The aggregator's fast path into the detectors (FabricAnalysis::Bind, CounterStep::prepared,
+// port_token and hint, the detectors' port memos) must decide exactly what the path from names
+// decides:
 // the same incidents, on the same entities, at the same times — also when series of several ports
 // interleave, when a netdev is mapped to its RDMA port after its series were bound, and when a
 // port goes stale, is forgotten and comes back. And an identity handle that is reused is told
@@ -66,6 +67,7 @@ class Twin {
     if (b.route == SeriesRoute::kNone) return;
     step.prepared = b.prepared;
     step.port_token = PortToken(NodeNumber(series_[i].node), b);
+    step.hint = &hints_[i];
     bound_.OnCounter(step, b.route);
   }
   void Show(int i, absl::Time t, double v) {
@@ -75,6 +77,7 @@ class Twin {
     if (b.route == SeriesRoute::kNone) return;
     s.prepared = b.prepared;
     s.port_token = PortToken(NodeNumber(series_[i].node), b);
+    s.hint = &hints_[i];
     bound_.OnState(s);
   }
   void MapNetdev(const std::string& node, const std::string& netdev, const std::string& device,
@@ -114,6 +117,7 @@ class Twin {
   int Bind() {
     const Series& s = series_.back();
     bindings_.push_back(bound_.Bind(s.source, s.device, s.port, s.counter, s.priority));
+    hints_.emplace_back();
     return static_cast<int>(series_.size()) - 1;
   }
   uint32_t NodeNumber(const std::string& node) {
@@ -124,6 +128,7 @@ class Twin {
   FabricAnalysis named_, bound_;
   std::vector<Series> series_;
   std::vector<SeriesBinding> bindings_;
+  std::vector<RecordHint> hints_;  // per series, as the aggregator keeps them per node and slot
   std::map<std::string, uint32_t> nodes_;
   std::vector<IncidentChange> changes_;
 };
