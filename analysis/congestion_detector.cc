@@ -34,10 +34,12 @@ constexpr absl::string_view kHwNames[] = {"np_ecn_marked_roce_packets", "np_cnp_
 
 }  // namespace
 
+// What every step reads comes first (the aggregator prefetches the start of a record).
 struct CongestionDetector::Port {
-  std::string node;
-  PortId id;
-  std::map<std::string, std::string> entity;
+  bool open = false;
+  absl::Time last_input = absl::InfinitePast();
+  absl::Time last_high = absl::InfinitePast();
+  double reported_peak = 0;
   struct Counter {
     bool seen = false;
     double rate = 0;
@@ -46,10 +48,9 @@ struct CongestionDetector::Port {
     absl::Time time = absl::InfinitePast();
   };
   Counter counters[kSlots];
-  bool open = false;
-  double reported_peak = 0;
-  absl::Time last_high = absl::InfinitePast();
-  absl::Time last_input = absl::InfinitePast();
+  std::string node;
+  PortId id;
+  std::map<std::string, std::string> entity;
 };
 
 CongestionDetector::CongestionDetector(CongestionOptions options, const PortDirectory* ports)

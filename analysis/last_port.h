@@ -22,10 +22,7 @@ class LastPort {
   // The record of `hint` when it is still valid, else the one remembered for `token` (nonzero)
   // under the directory as it is now (then stored in `hint` too), or null.
   Record* Find(uint64_t token, const PortDirectory* directory, RecordHint* hint = nullptr) {
-    if (hint != nullptr && hint->record != nullptr && hint->epoch == epoch_ &&
-        hint->version == static_cast<uint32_t>(VersionOf(directory))) {
-      return static_cast<Record*>(hint->record);
-    }
+    if (Valid(hint, directory)) return static_cast<Record*>(hint->record);
     Record* r = FindByToken(token, directory);
     if (r != nullptr && hint != nullptr) Store(hint, r);
     return r;
@@ -47,6 +44,19 @@ class LastPort {
       last_ = record;
     }
   }
+  // Whether `hint` names a record stored since the last Clear, under the directory as it is now.
+  // (A detector may hand out hints to parts of its records too, through Store.)
+  bool Valid(const RecordHint* hint, const PortDirectory* directory) const {
+    return hint != nullptr && hint->record != nullptr && hint->epoch == epoch_ &&
+           hint->version == static_cast<uint32_t>(VersionOf(directory)) &&
+           VersionOf(directory) == version_;
+  }
+  // Stores `record` in `hint` (valid until the next Clear or directory change).
+  void Store(RecordHint* hint, void* record) const {
+    hint->record = record;
+    hint->epoch = epoch_;
+    hint->version = static_cast<uint32_t>(version_);
+  }
   // Forgets every record (the detector erased one): hints handed out so far are void.
   void Clear() {
     ++epoch_;
@@ -57,11 +67,6 @@ class LastPort {
 
  private:
   static uint64_t VersionOf(const PortDirectory* d) { return d == nullptr ? 0 : d->version(); }
-  void Store(RecordHint* hint, Record* record) const {
-    hint->record = record;
-    hint->epoch = epoch_;
-    hint->version = static_cast<uint32_t>(version_);
-  }
   Record* FindByToken(uint64_t token, const PortDirectory* directory) {
     if (token == 0) return nullptr;
     if (VersionOf(directory) != version_) {

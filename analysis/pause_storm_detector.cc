@@ -1,6 +1,8 @@
 #include "analysis/pause_storm_detector.h"
 
 #include <algorithm>
+#include <array>
+#include <deque>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -70,21 +72,28 @@ struct PauseStormDetector::Dir {
   absl::Time frames_start = absl::InfinitePast();
 };
 
+// One priority of a port. The aggregator's hint for a per-priority series names its Prio (the
+// port through `port`), so that the Dir a step updates is prefetched with it.
 struct PauseStormDetector::Prio {
+  Port* port = nullptr;
   int prio = -1;
   Dir rx, tx;
 };
 
+// What every step reads comes first (the aggregator prefetches the start of a record): the
+// priorities' numbers sit inline, so finding a priority reads no Prio but the one wanted.
 struct PauseStormDetector::Port {
+  absl::Time last_input = absl::InfinitePast();
+  absl::Time storm_event_time = absl::InfinitePast();
+  int storms = 0;  // storms it belongs to (kept while > 0)
+  static constexpr size_t kInlineIds = 12;
+  std::array<int16_t, kInlineIds> prio_ids{};  // prios[i].prio, for the first kInlineIds
+  std::deque<Prio> prios;  // a deque: hints point into it
+  double warning_events = 0;
+  double error_events = 0;
   std::string node;
   PortId id;
   std::string domain;
-  std::vector<Prio> prios;
-  absl::Time storm_event_time = absl::InfinitePast();
-  double warning_events = 0;
-  double error_events = 0;
-  absl::Time last_input = absl::InfinitePast();
-  int storms = 0;  // storms it belongs to (kept while > 0)
 };
 
 struct PauseStormDetector::Storm {
@@ -137,13 +146,13 @@ void PauseStormDetector::SetTopology(const Topology* topology) {
 }
 
 PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
-  if (Port* p = last_.Find(step.port_token, directory_, step.hint)) return *p;
+  if (Port* p = last_.Find(step.port_token, directory_)) return *p;
   key_.assign(step.node.data(), step.node.size());
   key_.push_back('\0');
   AppendPortKey(CanonicalPort(directory_, step.node, step.source, step.device, step.port), key_);
   auto it = ports_.find(key_);
   if (it != ports_.end()) {
-    last_.Remember(step.port_token, directory_, it->second.get(), step.hint);
+    last_.Remember(step.port_token, directory_, it->second.get());
     return *it->second;
   }
   auto port = std::make_unique<Port>();
@@ -153,14 +162,18 @@ PauseStormDetector::Port& PauseStormDetector::GetPort(const CounterStep& step) {
   Port& ref = *port;
   by_domain_[ref.domain].push_back(&ref);
   ports_.emplace(key_, std::move(port));
-  last_.Remember(step.port_token, directory_, &ref, step.hint);
+  last_.Remember(step.port_token, directory_, &ref);
   return ref;
 }
 
 PauseStormDetector::Prio* PauseStormDetector::FindPrio(Port& p, int prio) const {
   if (prio >= 0) {
-    for (Prio& x : p.prios) {
-      if (x.prio == prio) return &x;
+    const size_t inline_ids = std::min(p.prios.size(), Port::kInlineIds);
+    for (size_t i = 0; i < inline_ids; ++i) {
+      if (p.prio_ids[i] == prio) return &p.prios[i];
+    }
+    for (size_t i = inline_ids; i < p.prios.size(); ++i) {
+      if (p.prios[i].prio == prio) return &p.prios[i];
     }
     return nullptr;
   }
@@ -176,10 +189,14 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
   const Parsed what = step.prepared >= 0 ? Decode(step.prepared)
                                          : ParseCounter(step.source, step.counter, step.priority);
   if (what.what == What::kNone) return;
-  Port& port = GetPort(step);
+  const bool per_prio = what.what == What::kDuration || what.what == What::kFrames;
+  Prio* hinted = per_prio && last_.Valid(step.hint, directory_)
+                     ? static_cast<Prio*>(step.hint->record)
+                     : nullptr;
+  Port& port = hinted != nullptr ? *hinted->port : GetPort(step);
   port.last_input = std::max(port.last_input, step.time);
   const absl::Time t = step.time;
-  if (what.what == What::kStormWarning || what.what == What::kStormError) {
+  if (!per_prio) {
     if (!DeltaUsable(step.kind) || step.delta == 0 || !options_.storm_events) return;
     (what.what == What::kStormError ? port.error_events : port.warning_events) +=
         static_cast<double>(step.delta);
@@ -190,12 +207,17 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
     Evaluate(port, prio, t, out);
     return;
   }
-  Prio* pp = FindPrio(port, what.prio);
+  Prio* pp = hinted != nullptr ? hinted : FindPrio(port, what.prio);
   if (pp == nullptr) {
+    if (port.prios.size() < Port::kInlineIds) {
+      port.prio_ids[port.prios.size()] = static_cast<int16_t>(what.prio);
+    }
     port.prios.emplace_back();
     pp = &port.prios.back();
+    pp->port = &port;
     pp->prio = what.prio;
   }
+  if (hinted == nullptr && step.hint != nullptr) last_.Store(step.hint, pp);
   Dir& d = what.tx ? pp->tx : pp->rx;
   const double interval_s = FastSeconds(step.interval);
   if (what.what == What::kFrames) {
@@ -206,7 +228,7 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
     d.frames_rate = rate;
     d.frames_time = t;
     if (rate > 0 && !d.has_duration) d.last_pause = t;
-    if (!d.has_duration) Evaluate(port, pp->prio, t, out);
+    if (!d.has_duration) Evaluate(port, pp->prio, t, out, pp);
     return;
   }
   d.has_duration = true;
@@ -233,7 +255,7 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
     d.active = false;
   }
   if (f >= options_.quiet_fraction) d.last_pause = t;
-  Evaluate(port, pp->prio, t, out);
+  Evaluate(port, pp->prio, t, out, pp);
 }
 
 PauseStormDetector::Port* PauseStormDetector::PickOrigin(const std::string& domain, int prio,
@@ -339,12 +361,15 @@ Finding PauseStormDetector::Make(const Storm& s, absl::Time at, bool active) con
   return f;
 }
 
-void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vector<Finding>& out) {
+void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vector<Finding>& out,
+                                  const Prio* known) {
   const bool event = port.storm_event_time == t;
   // The common case, no storm anywhere and this port not meeting the rule: decided without
   // building the (domain, priority) key.
   if (storms_.empty() && !event) {
-    const Prio* pp = prio >= 0 || !port.prios.empty() ? FindPrio(port, prio) : nullptr;
+    const Prio* pp = known != nullptr && known->prio == prio ? known
+                     : prio >= 0 || !port.prios.empty() ? FindPrio(port, prio)
+                                                        : nullptr;
     if ((pp == nullptr ? 0 : std::max(pp->rx.run, pp->tx.run)) < options_.storm_samples) return;
   }
   const auto key = std::make_pair(port.domain, prio);

@@ -98,7 +98,9 @@ class PauseStormDetector {
   struct Storm;
   Port& GetPort(const CounterStep& step);
   std::string DomainOf(const Port& p) const;
-  void Evaluate(Port& port, int prio, absl::Time t, std::vector<Finding>& out);
+  // `known`: the port's Prio for `prio` when the caller has it.
+  void Evaluate(Port& port, int prio, absl::Time t, std::vector<Finding>& out,
+                const Prio* known = nullptr);
   Port* PickOrigin(const std::string& domain, int prio, absl::Time t) const;
   void Spread(Storm& s, absl::Time t, bool& changed);
   void CheckRestored(Storm& s, absl::Time t, std::vector<Finding>& out);

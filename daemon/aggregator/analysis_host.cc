@@ -130,8 +130,11 @@ void AnalysisHost::OnSamples(absl::string_view node,
       const analysis::ObservedSample& ahead = samples[i + kAhead];
       if (ahead.slot < hints.size() && hints[ahead.slot].hint.record != nullptr) {
         const char* record = static_cast<const char*>(hints[ahead.slot].hint.record);
+        // What a step reads sits in a record's first lines (the detectors keep it there).
         __builtin_prefetch(record);
         __builtin_prefetch(record + 64);
+        __builtin_prefetch(record + 128);
+        __builtin_prefetch(record + 192);
       }
     }
     const analysis::ObservedSample& s = samples[i];
