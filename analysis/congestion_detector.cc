@@ -123,6 +123,13 @@ void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
     last_.Remember(step.port_token, directory_, found, step.hint);
   }
   Port& p = *found;
+  if (step.hint != nullptr) {
+    // Another normal Δ 0 step would set a rate and run already 0 and, the port not being open,
+    // stop there (RecordHint::quiet).
+    step.hint->quiet = step.kind == DeltaKind::kNormal && step.delta == 0 && !p.open &&
+                       options_.min_rate * options_.resolve_ratio > 0 &&
+                       options_.sustain_samples > 0 && step.interval > absl::ZeroDuration();
+  }
   const absl::Time t = step.time;
   p.last_input = std::max(p.last_input, t);
   Port::Counter& c = p.counters[slot];

@@ -31,13 +31,19 @@ namespace ringside::analysis {
 // The increase of one counter series between two consecutive samples.
 // Where a caller keeps, per series, the detector record that series' last step went to, so that
 // the next step needs no port lookup and the caller can prefetch the record a few steps ahead
-// (the aggregator keeps one per series identity). A detector trusts it only while it has erased
-// no record and the port directory is unchanged (analysis/last_port.h checks both); it is
+// (the aggregator keeps one per node and series slot). A detector trusts it only while it has
+// erased no record and the port directory is unchanged (analysis/last_port.h checks both); it is
 // refreshed by every step that carries it.
+//
+// `quiet`, set by the detector after each counter step: the next step of this series, if it is
+// a normal step counting nothing (Δ 0), would change nothing in the detector but the times it was
+// last seen (the series and its port are idle, and no finding is open on that port). A caller
+// may then leave such steps out, as long as it still delivers one every so often (the aggregator:
+// every 10 s at most, far inside every stale_after) so that the port does not look gone.
 struct RecordHint {
   void* record = nullptr;
   uint32_t epoch = 0;
-  uint32_t version = 0;
+  bool quiet = false;
 };
 
 struct CounterStep {

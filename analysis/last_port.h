@@ -46,16 +46,17 @@ class LastPort {
   }
   // Whether `hint` names a record stored since the last Clear, under the directory as it is now.
   // (A detector may hand out hints to parts of its records too, through Store.)
+  // (A hint is stored only once the memo has caught up with the directory's version, and the
+  // memo clears itself, moving to a new epoch, when it sees the version change.)
   bool Valid(const RecordHint* hint, const PortDirectory* directory) const {
     return hint != nullptr && hint->record != nullptr && hint->epoch == epoch_ &&
-           hint->version == static_cast<uint32_t>(VersionOf(directory)) &&
            VersionOf(directory) == version_;
   }
-  // Stores `record` in `hint` (valid until the next Clear or directory change).
+  // Stores `record` in `hint` (valid until the next Clear or directory change). Call it after a
+  // Find or Remember of this step.
   void Store(RecordHint* hint, void* record) const {
     hint->record = record;
     hint->epoch = epoch_;
-    hint->version = static_cast<uint32_t>(version_);
   }
   // Forgets every record (the detector erased one): hints handed out so far are void.
   void Clear() {

@@ -306,6 +306,16 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
   }
   CheckQuiet(l, step.time, out);
   CheckClean(l, step.time, out);
+  if (step.hint != nullptr) {
+    // Another step like this one (normal, Δ 0) would only move last_input: nothing is open for
+    // CheckQuiet / CheckClean to resolve, and an error series has nothing in its window and is
+    // not stuck (RecordHint::quiet).
+    const bool error = code >= kSymbolError && code <= kNv5Effective;
+    const uint32_t bit = error ? uint32_t{1} << code : 0;
+    step.hint->quiet = step.kind == DeltaKind::kNormal && step.delta == 0 && !l.flapping_open &&
+                       !l.degraded_open &&
+                       (!error || ((l.err_present & bit) != 0 && (l.err_attention & bit) == 0));
+  }
 }
 
 void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out) {

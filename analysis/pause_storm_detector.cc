@@ -189,6 +189,7 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
   const Parsed what = step.prepared >= 0 ? Decode(step.prepared)
                                          : ParseCounter(step.source, step.counter, step.priority);
   if (what.what == What::kNone) return;
+  if (step.hint != nullptr) step.hint->quiet = false;  // set below where a repeat changes nothing
   const bool per_prio = what.what == What::kDuration || what.what == What::kFrames;
   Prio* hinted = per_prio && last_.Valid(step.hint, directory_)
                      ? static_cast<Prio*>(step.hint->record)
@@ -229,6 +230,9 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
     d.frames_time = t;
     if (rate > 0 && !d.has_duration) d.last_pause = t;
     if (!d.has_duration) Evaluate(port, pp->prio, t, out, pp);
+    if (step.hint != nullptr && step.kind == DeltaKind::kNormal && step.delta == 0) {
+      step.hint->quiet = Idle(port, *pp);
+    }
     return;
   }
   d.has_duration = true;
@@ -256,6 +260,22 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
   }
   if (f >= options_.quiet_fraction) d.last_pause = t;
   Evaluate(port, pp->prio, t, out, pp);
+  if (step.hint != nullptr && step.kind == DeltaKind::kNormal && step.delta == 0 &&
+      options_.quiet_fraction > 0) {
+    step.hint->quiet = Idle(port, *pp);
+  }
+}
+
+// After a normal Δ 0 step of one of `port`'s series on priority `pp` (so its direction is at
+// fraction 0, run 0, not active, or at 0 frames/s): whether another such step could change
+// anything but the times the series was last seen. Not while the port is in a storm (its samples
+// time the restoration) or a storm is open on its domain and priority (every step evaluates it),
+// nor when the other direction's run could meet the storm rule.
+bool PauseStormDetector::Idle(const Port& port, const Prio& pp) const {
+  if (port.storms > 0 || std::max(pp.rx.run, pp.tx.run) >= options_.storm_samples) return false;
+  // A storm event makes every step of the port at its time evaluate its priority.
+  if (port.warning_events > 0 || port.error_events > 0) return false;
+  return storms_.empty() || storms_.count(std::make_pair(port.domain, pp.prio)) == 0;
 }
 
 PauseStormDetector::Port* PauseStormDetector::PickOrigin(const std::string& domain, int prio,

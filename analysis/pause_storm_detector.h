@@ -106,6 +106,7 @@ class PauseStormDetector {
   void CheckRestored(Storm& s, absl::Time t, std::vector<Finding>& out);
   Finding Make(const Storm& s, absl::Time at, bool active) const;
   Prio* FindPrio(Port& p, int prio) const;
+  bool Idle(const Port& port, const Prio& pp) const;
 
   PauseStormOptions options_;
   const Topology* topology_;

@@ -1,5 +1,6 @@
 #include "daemon/aggregator/analysis_host.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +59,14 @@ absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOp
                                                              ": ", topo.status().message()));
     }
     host->topology_ = std::make_unique<analysis::Topology>(std::move(*topo));
+  }
+  if (host->options_.skip_quiet_steps) {
+    // A tenth of the shortest time after which a detector takes a port for gone, at most 10 s.
+    const analysis::FabricAnalysisOptions& a = host->options_.analysis;
+    const absl::Duration stale = std::min(
+        {a.link.stale_after, a.pause_storm.stale_after, a.congestion.stale_after});
+    host->quiet_heartbeat_ns_ = std::max<int64_t>(
+        0, absl::ToInt64Nanoseconds(std::min(stale / 10, absl::Seconds(10))));
   }
   host->analysis_ = std::make_unique<analysis::FabricAnalysis>(
       host->options_.analysis, host->store_.get(), host->topology_.get());
@@ -141,6 +150,14 @@ void AnalysisHost::OnSamples(absl::string_view node,
     const analysis::SeriesBinding& b = BindingOf(s);
     if (b.route == analysis::SeriesRoute::kNone) continue;
     analysis::RecordHint* hint = HintOf(hints, s);
+    if (hint != nullptr && s.kind == analysis::SeriesKind::kCounter) {
+      SlotHint& slot = hints[s.slot];
+      if (hint->quiet && s.step.kind == analysis::StepKind::kNormal && s.step.delta == 0 &&
+          s.time_ns - slot.delivered_ns < quiet_heartbeat_ns_) {
+        continue;  // the detector said it would change nothing
+      }
+      slot.delivered_ns = s.time_ns;
+    }
     const absl::Time t = absl::FromUnixNanos(s.time_ns);
     if (s.kind == analysis::SeriesKind::kCounter) {
       std::optional<analysis::DeltaKind> kind = DeltaOf(s.step.kind);

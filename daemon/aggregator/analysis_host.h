@@ -28,6 +28,9 @@ struct AnalysisHostOptions {
   std::string state_dir;      // incidents.db lives here; empty: memory only
   std::string topology_file;  // ibnetdiscover output or "node switch" lines; empty: none
   absl::Duration flush_interval = absl::Seconds(1);
+  // Leave out the steps a detector has said change nothing (analysis::RecordHint::quiet): a
+  // series idle on an idle port goes through every few seconds instead of at every sample.
+  bool skip_quiet_steps = true;
   std::function<absl::Time()> now = absl::Now;
   std::function<void(const std::string&)> log;
 };
@@ -94,10 +97,13 @@ class AnalysisHost final : public IngestObserver {
   // Per node and series slot (ObservedSample::slot), the detector record the series' last step
   // went to (analysis::RecordHint): the next step skips the port lookup, and OnSamples prefetches
   // the record a few samples ahead. Checked against the series identity, as slots can move.
+  // A quiet series' normal Δ 0 steps are left out (RecordHint::quiet), but one still goes through
+  // every quiet_heartbeat_ so that its port is seen.
   struct SlotHint {
     uint32_t identity = 0;
     uint32_t generation = 0;  // 0: empty
     analysis::RecordHint hint;
+    int64_t delivered_ns = 0;  // the last step handed to a detector
   };
   analysis::RecordHint* HintOf(std::vector<SlotHint>& hints, const analysis::ObservedSample& s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -105,6 +111,7 @@ class AnalysisHost final : public IngestObserver {
   std::vector<CachedBinding> bindings_ ABSL_GUARDED_BY(mu_);
   analysis::SeriesBinding scratch_binding_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<SlotHint>> hints_ ABSL_GUARDED_BY(mu_);  // by node number
+  int64_t quiet_heartbeat_ns_ = 0;  // 0: every step is delivered
   absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;

@@ -1,7 +1,8 @@
 // The analysis host behind the real IngestCore: nodes whose agents declare the very same series
 // (same names, so the same interned identities) keep their own detector records — the host's
-// per-node, per-slot record hints must never hand one node's port to another — and a series
-// redefined under the same slot starts from its own record.
+// per-node, per-slot record hints must never hand one node's port to another — a series
+// redefined under the same slot starts from its own record, and leaving out the steps a detector
+// called quiet changes no incident.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -173,6 +174,186 @@ TEST_F(AnalysisHostIngestTest, ASeriesRedefinedInItsSlotUsesItsOwnPort) {
     Second();
   }
   EXPECT_EQ(Open(), (std::multiset<std::string>{"link_flapping n0 mlx5_1"}));
+}
+
+// One IngestCore and AnalysisHost pair, its incident changes recorded as text.
+class Rig {
+ public:
+  explicit Rig(bool skip_quiet) {
+    AnalysisHostOptions ho;
+    ho.flush_interval = absl::Hours(1);
+    ho.now = [this] { return now_; };
+    ho.skip_quiet_steps = skip_quiet;
+    // Windows off the 10 s beat at which quiet series still go through, so that a step left out
+    // that should not have been moves a resolution.
+    ho.analysis.link.flap_quiet = absl::Seconds(187);
+    ho.analysis.link.clean_window = absl::Seconds(123);
+    ho.analysis.pause_storm.restoration_time = absl::Seconds(33);
+    ho.analysis.congestion.clear_window = absl::Seconds(63);
+    host_ = std::move(AnalysisHost::Start(ho)).value();
+    host_->AddListener([this](const std::vector<analysis::IncidentChange>& cs) {
+      for (const analysis::IncidentChange& c : cs) {
+        std::string e;
+        for (const auto& [k, v] : c.incident.entity) absl::StrAppend(&e, k, "=", v, " ");
+        changes_.push_back(absl::StrCat(
+            analysis::IncidentChangeTypeName(c.type), " ", analysis::IncidentKindName(c.incident.kind),
+            " ", e, absl::FormatTime(c.incident.opened), " ",
+            c.incident.resolved ? absl::FormatTime(*c.incident.resolved) : "-", " ",
+            c.incident.summary));
+      }
+    });
+    IngestOptions io;
+    io.now = [this] { return now_; };
+    core_ = std::make_unique<IngestCore>(io, &stats_);
+    core_->SetObserver(host_.get());
+  }
+  void Connect(const std::string& node, const std::vector<v1::SeriesDef>& defs) {
+    v1::Hello hello;
+    hello.set_node(node);
+    hello.set_agent_epoch(7);
+    hello.set_protocol_version(kProtocolVersion);
+    hello.set_min_protocol_version(kMinProtocolVersion);
+    auto start = core_->Hello(hello, ++session_id_, session_);
+    ASSERT_TRUE(start.ok()) << start.status();
+    sessions_[node] = {start->node, session_id_};
+    v1::AgentMessage m;
+    for (const v1::SeriesDef& d : defs) *m.mutable_series_defs()->add_defs() = d;
+    ASSERT_TRUE(core_->Apply(*start->node, 7, session_id_, m).ok());
+  }
+  void Send(const std::string& node, uint64_t seq, const std::vector<uint64_t>& values) {
+    auto& [entry, session] = sessions_[node];
+    v1::AgentMessage m;
+    m.set_seq(seq);
+    m.mutable_samples()->set_timestamp_unix_nanos(absl::ToUnixNanos(now_));
+    for (size_t i = 0; i < values.size(); ++i) {
+      m.mutable_samples()->add_ids(static_cast<uint32_t>(i));
+      m.mutable_samples()->add_values(values[i]);
+    }
+    ASSERT_TRUE(core_->Apply(*entry, 7, session, m).ok());
+  }
+  void Flush() { host_->Flush(now_); }
+  void SetNow(absl::Time t) { now_ = t; }
+  const std::vector<std::string>& changes() const { return changes_; }
+
+ private:
+  absl::Time now_ = kT0;
+  IngestStats stats_;
+  std::unique_ptr<AnalysisHost> host_;
+  std::unique_ptr<IngestCore> core_;
+  std::shared_ptr<NoSession> session_ = std::make_shared<NoSession>();
+  uint64_t session_id_ = 0;
+  std::map<std::string, std::pair<std::shared_ptr<IngestCore::NodeEntry>, uint64_t>> sessions_;
+  std::vector<std::string> changes_;
+};
+
+// Each node: an InfiniBand port (errors, downs, state), a RoCE netdev's PFC counters on priorities
+// 0 and 3 with the stall-prevention events, its ECN/CNP counters, and a second InfiniBand port
+// without a state series (only counters tell its story). Over 20 simulated minutes,
+// on different nodes: a flap, a degraded link, a pause storm that spreads and then restores, a
+// storm event on a port with idle priorities, congestion that clears; the rest idle, with the odd
+// small pause burst. Both rigs must change the same incidents the same way at the same times; the
+// detectors' windows are set off the 10 s beat at which quiet series still go through.
+TEST(AnalysisHostQuietTest, LeavingOutQuietStepsChangesNoIncident) {
+  struct S {
+    const char* source;
+    const char* device;
+    const char* counter;
+    int priority;
+    bool state;
+  };
+  const std::vector<S> series = {
+      {"infiniband", "mlx5_0", "symbol_error", -1, false},             // 0
+      {"infiniband", "mlx5_0", "link_downed", -1, false},              // 1
+      {"infiniband", "mlx5_0", "port_rcv_errors", -1, false},          // 2
+      {"infiniband_port", "mlx5_0", "state", -1, true},                // 3
+      {"ethtool", "eth0", "rx_prio0_pause", 0, false},                 // 4
+      {"ethtool", "eth0", "tx_prio0_pause", 0, false},                 // 5
+      {"ethtool", "eth0", "rx_prio3_pause_duration", 3, false},        // 6
+      {"ethtool", "eth0", "tx_prio3_pause_duration", 3, false},        // 7
+      {"ethtool", "eth0", "rx_prio3_pause", 3, false},                 // 8
+      {"ethtool", "eth0", "tx_prio3_pause", 3, false},                 // 9
+      {"ethtool", "eth0", "tx_pause_storm_warning_events", -1, false},  // 10
+      {"infiniband_hw", "mlx5_0", "np_ecn_marked_roce_packets", -1, false},  // 11
+      {"infiniband_hw", "mlx5_0", "rp_cnp_handled", -1, false},              // 12
+      {"netdev", "eth0", "carrier_changes", -1, false},                      // 13
+      {"netdev", "eth0", "operstate", -1, true},                             // 14
+      {"infiniband", "mlx5_1", "symbol_error", -1, false},                   // 15: no state
+      {"infiniband", "mlx5_1", "link_downed", -1, false},                    // 16
+  };
+  std::vector<v1::SeriesDef> defs;
+  for (size_t i = 0; i < series.size(); ++i) {
+    v1::SeriesDef d;
+    d.set_id(static_cast<uint32_t>(i));
+    d.set_source(series[i].source);
+    d.set_device(series[i].device);
+    d.set_port(std::string(series[i].source) == "ethtool" || std::string(series[i].source) == "netdev"
+                   ? ""
+                   : "1");
+    d.set_counter(series[i].counter);
+    d.set_priority(series[i].priority);
+    d.set_kind(series[i].state ? v1::SERIES_KIND_STATE : v1::SERIES_KIND_COUNTER);
+    d.set_width(series[i].state ? 0 : 64);
+    d.set_unit(series[i].state ? "state" : "count");
+    defs.push_back(d);
+  }
+  Rig skip(true), all(false);
+  const std::vector<std::string> nodes = {"n0", "n1", "n2", "n3"};
+  for (Rig* r : {&skip, &all}) {
+    for (const std::string& n : nodes) r->Connect(n, defs);
+  }
+  std::map<std::string, std::vector<uint64_t>> values;
+  for (const std::string& n : nodes) {
+    values[n].assign(series.size(), 0);
+    values[n][3] = 4;   // ACTIVE
+    values[n][14] = 6;  // up
+  }
+  for (int sec = 0; sec < 1300; ++sec) {
+    for (const std::string& n : nodes) {
+      std::vector<uint64_t>& v = values[n];
+      // n1: mlx5_0 flaps twice around 100 s; its state down for one sample each time.
+      v[3] = (n == "n1" && (sec == 100 || sec == 104)) ? 1 : 4;
+      if (n == "n1" && (sec == 100 || sec == 104)) v[1] += 1;
+      // n2: symbol errors 300..310 s (degraded), then clean.
+      if (n == "n2" && sec >= 300 && sec < 310) v[0] += 400;
+      // n0: sends pauses on priority 3 (tx 80 %) 400..420 s; n3 under the same node domain is
+      // not involved; n0's rx pauses briefly.
+      if (n == "n0" && sec >= 400 && sec < 420) {
+        v[7] += 800'000;
+        v[9] += 5000;
+        v[6] += 300'000;
+        v[8] += 2000;
+      }
+      // n3: a stall-prevention event at 500 s with priorities 0 and 3 idle.
+      if (n == "n3" && sec == 500) v[10] += 1;
+      // n1: ECN marks 600..610 s, then none.
+      if (n == "n1" && sec >= 600 && sec < 610) v[11] += 50'000;
+      // Everyone: a small rx pause burst now and then (below every rule).
+      if (sec % 97 == 0) v[4] += 3;
+      if (sec % 89 == 0) v[6] += 1000;
+      // n2: a carrier bounce at 700 s (carrier_changes +2, operstate stays up).
+      if (n == "n2" && sec == 700) v[13] += 2;
+      // n3: mlx5_1, counters only, flaps twice at 800 s; n0's mlx5_1 degrades at 900 s.
+      if (n == "n3" && (sec == 800 || sec == 803)) v[16] += 1;
+      if (n == "n0" && sec >= 900 && sec < 905) v[15] += 400;
+    }
+    const absl::Time t = kT0 + absl::Seconds(sec);
+    for (Rig* r : {&skip, &all}) {
+      r->SetNow(t);
+      for (const std::string& n : nodes) r->Send(n, static_cast<uint64_t>(sec + 1), values[n]);
+      r->Flush();
+    }
+  }
+  EXPECT_EQ(skip.changes(), all.changes());
+  // And the scenario did raise what it meant to.
+  std::string kinds;
+  for (const std::string& c : all.changes()) {
+    absl::StrAppend(&kinds, c.substr(0, c.find(' ', c.find(' ') + 1)), "\n");
+  }
+  for (const char* k : {"opened link_flapping", "opened link_degraded", "opened pause_storm",
+                        "opened congestion", "resolved link_flapping", "resolved link_degraded",
+                        "resolved pause_storm", "resolved congestion"}) {
+    EXPECT_NE(kinds.find(k), std::string::npos) << k << " not in:\n" << kinds;
+  }
 }
 
 }  // namespace
