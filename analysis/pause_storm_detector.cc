@@ -191,14 +191,24 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
   if (what.what == What::kNone) return;
   if (step.hint != nullptr) step.hint->quiet = false;  // set below where a repeat changes nothing
   const bool per_prio = what.what == What::kDuration || what.what == What::kFrames;
-  Prio* hinted = per_prio && last_.Valid(step.hint, directory_)
-                     ? static_cast<Prio*>(step.hint->record)
-                     : nullptr;
-  Port& port = hinted != nullptr ? *hinted->port : GetPort(step);
+  // A per-priority series' hint names its Prio; a storm-event series' hint its Port.
+  const bool valid = last_.Valid(step.hint, directory_);
+  Prio* hinted = per_prio && valid ? static_cast<Prio*>(step.hint->record) : nullptr;
+  Port* hinted_port = !per_prio && valid ? static_cast<Port*>(step.hint->record) : nullptr;
+  Port& port = hinted != nullptr        ? *hinted->port
+               : hinted_port != nullptr ? *hinted_port
+                                        : GetPort(step);
   port.last_input = std::max(port.last_input, step.time);
   const absl::Time t = step.time;
   if (!per_prio) {
-    if (!DeltaUsable(step.kind) || step.delta == 0 || !options_.storm_events) return;
+    if (hinted_port == nullptr && step.hint != nullptr) last_.Store(step.hint, &port);
+    if (!DeltaUsable(step.kind) || step.delta == 0 || !options_.storm_events) {
+      // A repeat of a normal Δ 0 step would stop here too.
+      if (step.hint != nullptr) {
+        step.hint->quiet = step.kind == DeltaKind::kNormal && step.delta == 0;
+      }
+      return;
+    }
     (what.what == What::kStormError ? port.error_events : port.warning_events) +=
         static_cast<double>(step.delta);
     port.storm_event_time = t;

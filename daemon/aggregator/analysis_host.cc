@@ -134,7 +134,11 @@ void AnalysisHost::OnSamples(absl::string_view node,
   // in the cache: fetch each a few samples before its step. A stale hint may point at freed
   // memory: a prefetch never faults, and the detector checks a hint before it trusts it.
   constexpr size_t kAhead = 8;
+  constexpr size_t kHintsAhead = 32;  // the hints themselves, for the record prefetch to read
   for (size_t i = 0; i < samples.size(); ++i) {
+    if (i + kHintsAhead < samples.size() && samples[i + kHintsAhead].slot < hints.size()) {
+      __builtin_prefetch(&hints[samples[i + kHintsAhead].slot]);
+    }
     if (i + kAhead < samples.size()) {
       const analysis::ObservedSample& ahead = samples[i + kAhead];
       if (ahead.slot < hints.size() && hints[ahead.slot].hint.record != nullptr) {
