@@ -1,7 +1,7 @@
 // ringside-detector-bench (issue #6): what the detectors cost per sample, in one process and on
 // one thread, without gRPC or the load generator competing for the two cores.
 //
-//   ringside-detector-bench [--agents=64] [--series=1500] [--seconds=60] [--rounds=5]
+//   ringside-detector-bench [--agents=64] [--series=1500] [--seconds=60] [--rounds=5] [--only=on|off]
 //
 // The load is ringside-ingest-bench's (bench/port_series.h): each agent sends one SampleBatch of
 // `series` series per simulated second, healthy values. Every batch goes through the aggregator's
@@ -9,8 +9,9 @@
 //   off: AnalysisMetrics alone (what --detect=false runs: the PFC / ECN rates for /metrics);
 //   on:  AnalysisHost (every detector) + AnalysisMetrics (what --detect=true runs), flushed once per
 //        simulated second on the same thread, so Flush (Advance, incidents) is counted too.
-// It reports the CPU time of this thread per sample for both, their difference (the detectors'
-// own nanoseconds per sample) and on/off throughput. The ingest bench's ratio is the acceptance
+// Both pipelines run side by side, fed each batch in turn (which goes first alternates), so the
+// machine's noise falls on both alike. It reports the CPU time of this thread per sample for
+// both, their difference (the detectors' own nanoseconds per sample) and on/off throughput. The ingest bench's ratio is the acceptance
 // figure (gRPC, protobuf parsing and the network stack are in its denominator); this one isolates
 // the detectors so that a change to them can be measured in seconds, with little noise.
 #include <time.h>
