@@ -145,6 +145,10 @@ class CollectiveListenerTest : public ::testing::Test {
   std::vector<v1::CollectiveRecord> records_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> dropped_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  // A test's injected clock: declared before listener_, so that it outlives the listener's
+  // threads (the listener is destroyed after the test body, and may read the clock until then).
+  absl::Mutex clock_mu_;
+  absl::Time now_ ABSL_GUARDED_BY(clock_mu_) = absl::FromUnixSeconds(1'700'000'000);
   std::unique_ptr<CollectiveListener> listener_;
 };
 
@@ -322,14 +326,12 @@ TEST_F(CollectiveListenerTest, RogueSendersAreCutOffAndCountedWhileGenuineSender
 }
 
 TEST_F(CollectiveListenerTest, RateLimitIsPerConnectionAndCounted) {
-  absl::Mutex clock_mu;
-  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
   CollectiveListenerOptions o;
   o.records_per_second = 5;
   o.burst_records = 10;
-  Start(o, [&] {
-    absl::MutexLock lock(&clock_mu);
-    return now;
+  Start(o, [this] {
+    absl::MutexLock lock(&clock_mu_);
+    return now_;
   });
   const int a = Connect(Path());
   const int b = Connect(Path());
@@ -338,8 +340,8 @@ TEST_F(CollectiveListenerTest, RateLimitIsPerConnectionAndCounted) {
   ASSERT_TRUE(Send(b, Records(100, 25)));  // its own bucket
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 20; }));
   {
-    absl::MutexLock lock(&clock_mu);
-    now += absl::Seconds(1);  // 5 more records for each connection
+    absl::MutexLock lock(&clock_mu_);
+    now_ += absl::Seconds(1);  // 5 more records for each connection
   }
   ASSERT_TRUE(Send(a, Records(200, 25)));
   ASSERT_TRUE(
