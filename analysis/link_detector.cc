@@ -263,13 +263,16 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
   if (code == kNone) return;
   Link& l = GetLink(step.node, step.source, step.device, step.port, step.port_token, step.hint);
   l.last_input = std::max(l.last_input, step.time);
-  if (code >= kSymbolError && code <= kNv5Effective) {
-    // A step that counts nothing on a series that needs no look (not stuck, no errors in its
-    // window) would change nothing in ObserveError: skip it and its cache misses.
+  const bool error = code >= kSymbolError && code <= kNv5Effective;
+  // An error series seen before with nothing to look at (not stuck, no errors in its window): a
+  // step that counts nothing changes nothing in ObserveError.
+  const auto error_idle = [&] {
     const uint32_t bit = uint32_t{1} << code;
-    const bool idle = step.kind == DeltaKind::kNormal && step.delta == 0 &&
-                      (l.err_present & bit) != 0 && (l.err_attention & bit) == 0;
-    if (!idle) ObserveError(l, step, code, out);
+    return (l.err_present & bit) != 0 && (l.err_attention & bit) == 0;
+  };
+  const bool counts_nothing = step.kind == DeltaKind::kNormal && step.delta == 0;
+  if (error) {
+    if (!(counts_nothing && error_idle())) ObserveError(l, step, code, out);
   } else if ((DeltaUsable(step.kind) || step.kind == DeltaKind::kSaturated) && step.delta > 0) {
     // A saturated step's delta is a lower bound of real downs; a stuck counter adds none.
     const absl::Time lo = step.time - step.interval;
@@ -308,13 +311,9 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
   CheckClean(l, step.time, out);
   if (step.hint != nullptr) {
     // Another step like this one (normal, Δ 0) would only move last_input: nothing is open for
-    // CheckQuiet / CheckClean to resolve, and an error series has nothing in its window and is
-    // not stuck (RecordHint::quiet).
-    const bool error = code >= kSymbolError && code <= kNv5Effective;
-    const uint32_t bit = error ? uint32_t{1} << code : 0;
-    step.hint->quiet = step.kind == DeltaKind::kNormal && step.delta == 0 && !l.flapping_open &&
-                       !l.degraded_open &&
-                       (!error || ((l.err_present & bit) != 0 && (l.err_attention & bit) == 0));
+    // CheckQuiet / CheckClean to resolve, and an error series is idle (RecordHint::quiet).
+    step.hint->quiet = counts_nothing && !l.flapping_open && !l.degraded_open &&
+                       (!error || error_idle());
   }
 }
 
