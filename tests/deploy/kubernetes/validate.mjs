@@ -1,0 +1,483 @@
+// Offline checks of deploy/kubernetes (docs/deploy-kubernetes.md, "What is checked offline").
+//
+//   node validate.mjs --root=REPO [--kubectl=kubectl] [--compat-kubectl=PATH]
+//
+// 1. `kubectl kustomize` renders the base, every overlay and examples/all-components.
+// 2. Every rendered object (and examples/training-job.yaml) validates against the Kubernetes,
+//    prometheus-operator and cert-manager schemas of the npm packages kubernetes-models,
+//    @kubernetes-models/prometheus-operator and @kubernetes-models/cert-manager, and has no field
+//    those schemas do not know (the packages' validators accept unknown keys, so each key is
+//    probed: given a value of the wrong type, a field the schema knows fails validation at its
+//    own path; an unknown one does not).
+// 3. Policy: what the manifests may grant (no privileged, hostPID/hostIPC, capabilities beyond
+//    NET_ADMIN in the optics component, writable hostPaths beyond /run/ringside and the plugin
+//    folder, CPU limits...), and what they must have (probes, tolerations, memory request =
+//    limit, ...).
+// 4. components/prometheus-operator/prometheusrule.yaml is what gen-prometheusrule.sh makes of
+//    deploy/prometheus/rules/ringside.rules.yml, and has the same groups.
+// 5. Self-test: deliberately broken objects must be rejected by checks 2 and 3.
+// With --compat-kubectl (a kubectl whose kustomize is v2, e.g. Debian 12's 1.20), the base must
+// render to the same objects with it.
+//
+// Exit status 0 when everything passes, 1 with every failure listed otherwise.
+import { execFileSync } from "node:child_process";
+import { readFileSync, readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { isDeepStrictEqual } from "node:util";
+import YAML from "yaml";
+
+const args = Object.fromEntries(
+  process.argv.slice(2).map((a) => {
+    const m = a.match(/^--([^=]+)=(.*)$/);
+    if (!m) throw new Error(`bad argument ${a} (expected --name=value)`);
+    return [m[1], m[2]];
+  }),
+);
+const ROOT = args.root ?? join(dirname(fileURLToPath(import.meta.url)), "../../..");
+const KUBECTL = args.kubectl ?? "kubectl";
+const K8S = join(ROOT, "deploy/kubernetes");
+
+// Values the manifests must agree on (docs/deploy-kubernetes.md).
+const RINGSIDE_ID = 9471; // the image's ringside uid and gid
+const NAMESPACE = "ringside";
+const WRITABLE_HOSTPATHS = {
+  "/run/ringside": { containers: ["agent"], init: ["prepare-run-dir"] },
+  "/opt/ringside/lib": { containers: [], init: ["copy-nccl-plugin", "install-nccl-plugin"] },
+};
+const ALLOWED_HOSTPATHS = ["/sys", "/run/ringside", "/opt/ringside/lib"];
+const ALLOWED_CAPS = ["NET_ADMIN"];
+const CAPS_ALLOWED_IN = ["overlays/optics"];
+
+let failures = [];
+const fail = (where, msg) => failures.push(`${where}: ${msg}`);
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+function render(kubectl, dir) {
+  try {
+    return execFileSync(kubectl, ["kustomize", dir], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 60_000,
+    });
+  } catch (e) {
+    throw new Error(`${kubectl} kustomize ${dir} failed: ${e.stderr || e.message}`);
+  }
+}
+
+function parseAll(text, where) {
+  const docs = YAML.parseAllDocuments(text);
+  const out = [];
+  for (const d of docs) {
+    if (d.errors.length) throw new Error(`${where}: YAML error: ${d.errors[0].message}`);
+    const o = d.toJS();
+    if (o !== null && o !== undefined) out.push(o);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema validation and the unknown-field probe
+
+const modelCache = new Map();
+async function modelFor(apiVersion, kind) {
+  const key = `${apiVersion}/${kind}`;
+  if (modelCache.has(key)) return modelCache.get(key);
+  const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+  let spec;
+  if (group === "monitoring.coreos.com") {
+    spec = `@kubernetes-models/prometheus-operator/${apiVersion}/${kind}`;
+  } else if (group.endsWith("cert-manager.io")) {
+    spec = `@kubernetes-models/cert-manager/${apiVersion}/${kind}`;
+  } else {
+    spec = `kubernetes-models/${group ? `${group}/` : ""}${version}/${kind}`;
+  }
+  let model = null;
+  try {
+    const mod = await import(spec);
+    model = mod[kind] ?? null;
+  } catch {
+    model = null;
+  }
+  modelCache.set(key, model);
+  return model;
+}
+
+// Errors of the model's validator for `data` (an empty list when valid).
+function schemaErrors(Model, data) {
+  try {
+    new Model(data).validate();
+    return [];
+  } catch (e) {
+    if (Array.isArray(e.errors)) return e.errors;
+    return [{ instancePath: "", message: e.message }];
+  }
+}
+
+const pointer = (parts) => parts.map((p) => "/" + String(p).replace(/~/g, "~0").replace(/\//g, "~1")).join("");
+const probeValue = (v) => (typeof v === "boolean" ? "probe" : true);
+
+// Every key path under `root` that the schema does not know. Mutates and restores `root`.
+function unknownFields(Model, root) {
+  const unknown = [];
+  const walk = (node, path) => {
+    if (Array.isArray(node)) {
+      node.forEach((v, i) => walk(v, [...path, i]));
+      return;
+    }
+    if (node === null || typeof node !== "object") return;
+    for (const key of Object.keys(node)) {
+      const at = [...path, key];
+      if (path.length === 0 && (key === "apiVersion" || key === "kind")) continue;
+      const saved = node[key];
+      node[key] = probeValue(saved);
+      const errs = schemaErrors(Model, root);
+      node[key] = saved;
+      const p = pointer(at);
+      if (!errs.some((e) => e.instancePath === p || e.instancePath.startsWith(p + "/"))) {
+        unknown.push(p);
+        continue; // nothing below an unknown key can be known
+      }
+      walk(saved, at);
+    }
+  };
+  walk(root, []);
+  return unknown;
+}
+
+async function checkSchema(obj, where) {
+  const id = `${where} ${obj.kind}/${obj.metadata?.name}`;
+  const Model = await modelFor(obj.apiVersion, obj.kind);
+  if (!Model) {
+    fail(id, `no schema for apiVersion ${obj.apiVersion} kind ${obj.kind} (typo, or a kind the test does not know)`);
+    return;
+  }
+  const errs = schemaErrors(Model, obj);
+  for (const e of errs) fail(id, `schema: ${e.instancePath || "/"} ${e.message}`);
+  if (errs.length) return;
+  for (const p of unknownFields(Model, obj)) fail(id, `unknown field ${p} (not in the ${obj.apiVersion} ${obj.kind} schema)`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policy
+
+const podSpecOf = (o) =>
+  o.kind === "Pod" ? o.spec : ["DaemonSet", "StatefulSet", "Deployment", "Job", "ReplicaSet"].includes(o.kind) ? o.spec?.template?.spec : null;
+
+// What a ringside workload may grant. `where` names the rendered target.
+function checkWorkloadPolicy(o, where) {
+  const spec = podSpecOf(o);
+  if (!spec) return;
+  const id = `${where} ${o.kind}/${o.metadata?.name}`;
+  if (spec.hostPID) fail(id, "hostPID is set");
+  if (spec.hostIPC) fail(id, "hostIPC is set");
+  const psc = spec.securityContext ?? {};
+  if (psc.runAsNonRoot !== true) fail(id, "pod securityContext.runAsNonRoot is not true");
+  if (psc.runAsUser !== RINGSIDE_ID || psc.runAsGroup !== RINGSIDE_ID)
+    fail(id, `pod runAsUser/runAsGroup ${psc.runAsUser}/${psc.runAsGroup}, expected the image's ${RINGSIDE_ID}`);
+  const hostPathOf = Object.fromEntries((spec.volumes ?? []).filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
+  for (const p of Object.values(hostPathOf))
+    if (!ALLOWED_HOSTPATHS.includes(p)) fail(id, `hostPath ${p} is not one of ${ALLOWED_HOSTPATHS.join(", ")}`);
+  const all = [
+    ...(spec.initContainers ?? []).map((c) => [c, true]),
+    ...(spec.containers ?? []).map((c) => [c, false]),
+  ];
+  for (const [c, init] of all) {
+    const cid = `${id} ${init ? "initContainer" : "container"} ${c.name}`;
+    const sc = c.securityContext ?? {};
+    if (sc.privileged === true) fail(cid, "privileged: true");
+    if (sc.allowPrivilegeEscalation !== false) fail(cid, "allowPrivilegeEscalation is not false");
+    if (sc.readOnlyRootFilesystem !== true) fail(cid, "readOnlyRootFilesystem is not true");
+    const seccomp = sc.seccompProfile?.type ?? psc.seccompProfile?.type;
+    if (seccomp !== "RuntimeDefault") fail(cid, `seccompProfile ${seccomp}, expected RuntimeDefault`);
+    const drop = sc.capabilities?.drop ?? [];
+    if (!drop.includes("ALL")) fail(cid, "capabilities.drop lacks ALL");
+    const add = sc.capabilities?.add ?? [];
+    for (const cap of add) if (!ALLOWED_CAPS.includes(cap)) fail(cid, `adds capability ${cap} (only ${ALLOWED_CAPS} may be added)`);
+    if (add.length && (init || !CAPS_ALLOWED_IN.includes(where)))
+      fail(cid, `adds ${add.join(",")}: capabilities are added only to the agent, in ${CAPS_ALLOWED_IN.join(", ")}`);
+    const uid = sc.runAsUser ?? psc.runAsUser;
+    if (uid === 0) {
+      const rootOk = init ? add.length === 0 : add.length > 0 && CAPS_ALLOWED_IN.includes(where);
+      if (!rootOk) fail(cid, "runs as uid 0 (allowed only for the agent's init containers, with no capabilities, and the agent in the optics overlay)");
+    } else if (uid !== RINGSIDE_ID) fail(cid, `runAsUser ${uid}, expected ${RINGSIDE_ID}`);
+    if (c.resources?.limits?.cpu !== undefined) fail(cid, `has limits.cpu ${c.resources.limits.cpu} (CPU requests only: limits throttle sampling)`);
+    for (const m of c.volumeMounts ?? []) {
+      const hp = hostPathOf[m.name];
+      if (!hp || m.readOnly === true) continue;
+      const w = WRITABLE_HOSTPATHS[hp];
+      if (!w || !(init ? w.init : w.containers).includes(c.name))
+        fail(cid, `mounts hostPath ${hp} read-write (allowed: ${Object.entries(WRITABLE_HOSTPATHS).map(([p, x]) => `${p} for ${[...x.containers, ...x.init].join("/")}`).join("; ")})`);
+    }
+  }
+}
+
+const probeOk = (p, path, port) => p?.httpGet?.path === path && (p.httpGet.port === port || typeof p.httpGet.port === "string");
+
+function checkAgent(ds, where, objs) {
+  const id = `${where} DaemonSet/ringside-agent`;
+  const spec = ds.spec.template.spec;
+  if (spec.hostNetwork !== true) fail(id, "hostNetwork is not true");
+  if (spec.dnsPolicy !== "ClusterFirstWithHostNet") fail(id, `dnsPolicy ${spec.dnsPolicy}, expected ClusterFirstWithHostNet`);
+  if (spec.priorityClassName !== "system-node-critical") fail(id, "priorityClassName is not system-node-critical");
+  if (!(spec.tolerations ?? []).some((t) => t.key === "nvidia.com/gpu" && t.operator === "Exists" && t.effect === "NoSchedule"))
+    fail(id, "no toleration nvidia.com/gpu Exists NoSchedule (the DaemonSet would skip tainted GPU nodes)");
+  if (!spec.nodeSelector || Object.keys(spec.nodeSelector).length < 2) fail(id, "no GPU/RDMA nodeSelector beyond the OS");
+  if (ds.spec.updateStrategy?.rollingUpdate?.maxUnavailable !== "10%") fail(id, "rollingUpdate.maxUnavailable is not 10%");
+  const psc = spec.securityContext ?? {};
+  if (!(psc.supplementalGroups ?? []).length) fail(id, "no supplementalGroups (the host group of umad)");
+  const agent = spec.containers.find((c) => c.name === "agent");
+  if (!agent) return fail(id, "no container named agent");
+  const r = agent.resources ?? {};
+  if (!r.requests?.memory || r.requests.memory !== r.limits?.memory)
+    fail(id, `memory request ${r.requests?.memory} != limit ${r.limits?.memory}`);
+  if (!r.requests?.cpu) fail(id, "no CPU request");
+  const rdma = Object.keys(r.limits ?? {}).filter((k) => k.startsWith("rdma/"));
+  if (rdma.length !== 1 || r.requests?.[rdma[0]] !== r.limits[rdma[0]]) fail(id, "no RDMA shared device plugin resource in requests and limits");
+  if (!probeOk(agent.livenessProbe, "/healthz", 9471)) fail(id, "livenessProbe is not httpGet /healthz :9471");
+  if (!probeOk(agent.readinessProbe, "/readyz", 9471)) fail(id, "readinessProbe is not httpGet /readyz :9471");
+  const env = Object.fromEntries((agent.env ?? []).map((e) => [e.name, e]));
+  if (env.NVIDIA_VISIBLE_DEVICES?.value !== "all") fail(id, "NVIDIA_VISIBLE_DEVICES is not all");
+  if (env.NVIDIA_DRIVER_CAPABILITIES?.value !== "utility") fail(id, "NVIDIA_DRIVER_CAPABILITIES is not utility");
+  if (env.NODE_NAME?.valueFrom?.fieldRef?.fieldPath !== "spec.nodeName") fail(id, "NODE_NAME is not the downward API's spec.nodeName");
+  if (!(agent.args ?? []).includes("--node-name=$(NODE_NAME)")) fail(id, "args lack --node-name=$(NODE_NAME)");
+  const sysMount = (agent.volumeMounts ?? []).find((m) => (spec.volumes.find((v) => v.name === m.name)?.hostPath?.path) === "/sys");
+  if (!sysMount || sysMount.readOnly !== true || sysMount.mountPropagation !== "HostToContainer")
+    fail(id, "/sys is not mounted read-only with mountPropagation HostToContainer");
+  const run = spec.volumes.find((v) => v.hostPath?.path === "/run/ringside");
+  if (run?.hostPath?.type !== "DirectoryOrCreate") fail(id, "/run/ringside is not a DirectoryOrCreate hostPath");
+  // The uid/gid appears in several places; they must agree.
+  const prep = (spec.initContainers ?? []).find((c) => c.name === "prepare-run-dir");
+  const g = prep?.command?.[prep.command.indexOf("-g") + 1];
+  if (g !== String(psc.runAsGroup)) fail(id, `prepare-run-dir gives /run/ringside group ${g}, the pod runs as group ${psc.runAsGroup}`);
+  const copy = (spec.initContainers ?? []).find((c) => c.name === "copy-nccl-plugin");
+  if (!copy?.command?.includes("/usr/lib/ringside/libringside_nccl.so")) fail(id, "no init container copies /usr/lib/ringside/libringside_nccl.so");
+  // The flag file the agent reads exists, and names the aggregator in this namespace.
+  checkFlagfile(agent, spec, objs, id, "agent.flags", (flags) => {
+    const ns = ds.metadata.namespace;
+    const want = `--aggregator=ringside-aggregator-0.ringside-aggregator.${ns}.svc:9472`;
+    if (!flags.includes(want)) fail(id, `agent.flags lacks ${want}`);
+    if (!flags.includes("--sysfs-root=/host/sys")) fail(id, "agent.flags lacks --sysfs-root=/host/sys (where /sys is mounted)");
+  });
+}
+
+function checkFlagfile(container, spec, objs, id, file, more) {
+  const arg = (container.args ?? []).find((a) => a.startsWith("--flagfile="));
+  if (!arg) return fail(id, "no --flagfile argument");
+  const path = arg.slice("--flagfile=".length);
+  const mount = (container.volumeMounts ?? []).find((m) => path.startsWith(m.mountPath + "/"));
+  const vol = mount && spec.volumes.find((v) => v.name === mount.name);
+  const cm = vol?.configMap && objs.find((o) => o.kind === "ConfigMap" && o.metadata.name === vol.configMap.name);
+  const key = path.slice((mount?.mountPath ?? "").length + 1);
+  if (!cm || key !== file || cm.data?.[key] === undefined) return fail(id, `--flagfile ${path} is not ${file} of a rendered ConfigMap`);
+  const lines = cm.data[key].split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  for (const l of lines) if (!l.startsWith("--")) fail(id, `${file}: "${l}" is not a --flag`);
+  // Files that flags point into the same mount must exist in the ConfigMap.
+  for (const l of lines) {
+    const v = l.split("=").slice(1).join("=");
+    if (v.startsWith(mount.mountPath + "/") && cm.data[v.slice(mount.mountPath.length + 1)] === undefined)
+      fail(id, `${file}: ${l} names a file the ConfigMap does not have`);
+  }
+  more(lines);
+}
+
+function checkAggregator(sts, where, objs) {
+  const id = `${where} StatefulSet/ringside-aggregator`;
+  const spec = sts.spec.template.spec;
+  const c = spec.containers.find((x) => x.name === "aggregator");
+  if (!c) return fail(id, "no container named aggregator");
+  const port = (name) => c.ports?.find((p) => p.name === name)?.containerPort;
+  if (port("grpc") !== 9472 || port("http") !== 9473) fail(id, "ports are not grpc 9472 / http 9473");
+  if (c.livenessProbe?.httpGet?.path !== "/healthz" || ![9473, "http"].includes(c.livenessProbe.httpGet.port)) fail(id, "livenessProbe is not /healthz on 9473");
+  if (c.readinessProbe?.httpGet?.path !== "/readyz" || ![9473, "http"].includes(c.readinessProbe.httpGet.port)) fail(id, "readinessProbe is not /readyz on 9473");
+  if (!c.resources?.requests?.memory || !c.resources?.limits?.memory) fail(id, "no memory request and limit");
+  const state = (c.volumeMounts ?? []).find((m) => m.mountPath === "/var/lib/ringside-aggregator");
+  if (!state || !(sts.spec.volumeClaimTemplates ?? []).some((t) => t.metadata.name === state.name))
+    fail(id, "/var/lib/ringside-aggregator is not a volumeClaimTemplate");
+  checkFlagfile(c, spec, objs, id, "aggregator.flags", (flags) => {
+    for (const f of ["--state-dir=/var/lib/ringside-aggregator", "--listen=:9472", "--http-listen=:9473"])
+      if (!flags.includes(f)) fail(id, `aggregator.flags lacks ${f}`);
+    if (!flags.some((f) => f.startsWith("--detection-config="))) fail(id, "aggregator.flags lacks --detection-config");
+  });
+  const headless = objs.find((o) => o.kind === "Service" && o.metadata.name === sts.spec.serviceName);
+  if (!headless || headless.spec.clusterIP !== "None") fail(id, `serviceName ${sts.spec.serviceName} is not a headless Service`);
+  else {
+    const ports = headless.spec.ports.map((p) => `${p.name}:${p.port}`).sort().join(",");
+    if (ports !== "grpc:9472,http:9473") fail(id, `headless Service ports ${ports}`);
+  }
+  if (!objs.some((o) => o.kind === "Service" && o.spec.clusterIP !== "None" && o.spec.selector?.["app.kubernetes.io/name"] === "ringside-aggregator"))
+    fail(id, "no regular Service for the CLI");
+  if (!objs.some((o) => o.kind === "PodDisruptionBudget" && o.spec.selector?.matchLabels?.["app.kubernetes.io/name"] === "ringside-aggregator"))
+    fail(id, "no PodDisruptionBudget");
+}
+
+function checkNetworkPolicies(objs, where) {
+  const np = (name) => objs.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === name);
+  const fromPrometheusOnly = (rule) =>
+    rule.from?.length > 0 && rule.from.every((f) => !f.ipBlock && f.podSelector?.matchLabels?.["app.kubernetes.io/name"] === "prometheus");
+  const rulesFor = (p, port) => (p?.spec?.ingress ?? []).filter((r) => (r.ports ?? []).some((x) => x.port === port));
+  const agent = np("ringside-agent");
+  const a = rulesFor(agent, 9471);
+  if (!a.length || !a.every(fromPrometheusOnly)) fail(`${where} NetworkPolicy/ringside-agent`, "9471 is not open to Prometheus only");
+  const agg = np("ringside-aggregator");
+  const m = rulesFor(agg, 9473);
+  if (!m.length || !m.every(fromPrometheusOnly)) fail(`${where} NetworkPolicy/ringside-aggregator`, "9473 is not open to Prometheus only");
+  const g = rulesFor(agg, 9472);
+  if (!g.length || !g.some((r) => r.from?.some((f) => f.podSelector?.matchLabels?.["ringside/aggregator-client"] === "true")))
+    fail(`${where} NetworkPolicy/ringside-aggregator`, "9472 does not admit pods labelled ringside/aggregator-client=true");
+  for (const p of [agent, agg]) if (p && !(p.spec.policyTypes ?? []).includes("Ingress")) fail(`${where} NetworkPolicy/${p.metadata.name}`, "policyTypes lacks Ingress");
+}
+
+function checkTarget(where, objs) {
+  const count = (kind) => objs.filter((o) => o.kind === kind).length;
+  for (const o of objs) {
+    if (o.kind !== "Namespace" && o.metadata?.namespace !== NAMESPACE) fail(`${where} ${o.kind}/${o.metadata?.name}`, `namespace ${o.metadata?.namespace}, expected ${NAMESPACE}`);
+    checkWorkloadPolicy(o, where);
+  }
+  const ns = objs.filter((o) => o.kind === "Namespace");
+  if (ns.length !== 1 || ns[0].metadata.name !== NAMESPACE || ns[0].metadata.labels?.["pod-security.kubernetes.io/enforce"] !== "privileged")
+    fail(where, `expected one Namespace ${NAMESPACE} labelled pod-security.kubernetes.io/enforce=privileged`);
+  const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
+  if (!ds) fail(where, "no DaemonSet ringside-agent");
+  else checkAgent(ds, where, objs);
+  const sts = objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === "ringside-aggregator");
+  if (!sts) fail(where, "no StatefulSet ringside-aggregator");
+  else {
+    checkAggregator(sts, where, objs);
+    if (sts.spec.template.spec.securityContext?.runAsUser !== ds?.spec.template.spec.securityContext?.runAsUser)
+      fail(where, "the agent and the aggregator run as different uids (one image, one user)");
+  }
+  checkNetworkPolicies(objs, where);
+  // Optional kinds stay out of the base: a cluster without their CRDs must apply it cleanly.
+  const monitoring = objs.filter((o) => o.apiVersion?.startsWith("monitoring.coreos.com/")).length;
+  const certs = objs.filter((o) => o.apiVersion?.startsWith("cert-manager.io/")).length;
+  const wantsMonitoring = ["overlays/prometheus-operator", "examples/all-components"].includes(where);
+  const wantsCerts = ["overlays/cert-manager", "examples/all-components"].includes(where);
+  if (wantsMonitoring ? monitoring !== 3 : monitoring) fail(where, `${monitoring} prometheus-operator objects (expected ${wantsMonitoring ? "ServiceMonitor, PodMonitor, PrometheusRule" : "none"})`);
+  if (wantsMonitoring && (count("ServiceMonitor") !== 1 || count("PodMonitor") !== 1 || count("PrometheusRule") !== 1))
+    fail(where, "expected one ServiceMonitor, one PodMonitor, one PrometheusRule");
+  if (wantsCerts ? certs === 0 : certs) fail(where, `${certs} cert-manager objects`);
+  if (wantsCerts) {
+    const secrets = objs.filter((o) => o.kind === "Certificate").map((o) => o.spec.secretName);
+    for (const s of ["ringside-agent-tls", "ringside-aggregator-tls"])
+      if (!secrets.includes(s)) fail(where, `no Certificate writes Secret ${s}, which the base mounts`);
+  }
+  const rc = ds?.spec.template.spec.runtimeClassName;
+  const wantsRc = ["overlays/nvidia-runtime", "examples/all-components"].includes(where);
+  if (wantsRc ? rc !== "nvidia" : rc !== undefined) fail(where, `runtimeClassName ${rc}`);
+}
+
+function checkTrainingExample(o, where) {
+  const id = `${where} ${o.kind}/${o.metadata?.name}`;
+  const spec = podSpecOf(o);
+  if (!spec) return fail(id, "not a workload");
+  const hp = Object.fromEntries((spec.volumes ?? []).filter((v) => v.hostPath).map((v) => [v.name, v.hostPath.path]));
+  const c = spec.containers[0];
+  const mounts = (c.volumeMounts ?? []).filter((m) => hp[m.name]);
+  const paths = mounts.map((m) => hp[m.name]).sort().join(",");
+  if (paths !== "/opt/ringside/lib,/run/ringside") fail(id, `hostPath mounts ${paths}, expected /opt/ringside/lib and /run/ringside`);
+  for (const m of mounts) if (m.readOnly !== true) fail(id, `mounts ${hp[m.name]} read-write`);
+  if (spec.hostPID || spec.hostNetwork || spec.hostIPC) fail(id, "uses host namespaces");
+  const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e]));
+  if (env.NCCL_PROFILER_PLUGIN?.value !== "/opt/ringside/lib/libringside_nccl.so") fail(id, "NCCL_PROFILER_PLUGIN is not /opt/ringside/lib/libringside_nccl.so");
+  if (env.POD_NAME?.valueFrom?.fieldRef?.fieldPath !== "metadata.name") fail(id, "POD_NAME is not the downward API's metadata.name");
+  if (env.POD_NAMESPACE?.valueFrom?.fieldRef?.fieldPath !== "metadata.namespace") fail(id, "POD_NAMESPACE is not the downward API's metadata.namespace");
+  if (!(spec.securityContext?.supplementalGroups ?? []).includes(RINGSIDE_ID)) fail(id, `not in group ${RINGSIDE_ID} (the socket's group)`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The PrometheusRule and its source
+
+function checkPrometheusRule() {
+  const where = "components/prometheus-operator/prometheusrule.yaml";
+  const committed = readFileSync(join(K8S, "components/prometheus-operator/prometheusrule.yaml"), "utf8");
+  const generated = execFileSync("sh", [join(K8S, "gen-prometheusrule.sh"), "--stdout"], { encoding: "utf8" });
+  if (committed !== generated) fail(where, "differs from `deploy/kubernetes/gen-prometheusrule.sh --stdout`: run deploy/kubernetes/gen-prometheusrule.sh and commit the result");
+  const rule = YAML.parse(committed);
+  const source = YAML.parse(readFileSync(join(ROOT, "deploy/prometheus/rules/ringside.rules.yml"), "utf8"));
+  if (!isDeepStrictEqual(rule?.spec?.groups, source?.groups)) fail(where, "spec.groups differ from deploy/prometheus/rules/ringside.rules.yml groups");
+  const alerts = (source?.groups ?? []).flatMap((g) => g.rules).filter((r) => r.alert).length;
+  if (alerts === 0) fail(where, "the source rule file has no alerts (parsing went wrong?)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Self-test: broken objects must be rejected
+
+async function selfTest(base) {
+  const ds0 = base.find((o) => o.kind === "DaemonSet");
+  const rule0 = YAML.parse(readFileSync(join(K8S, "components/prometheus-operator/prometheusrule.yaml"), "utf8"));
+  const cases = [
+    ["a typo hostNetwrok in the pod spec", ds0, (o) => { o.spec.template.spec.hostNetwrok = true; }, "schema"],
+    ["a typo in a container field (readOnlyRootFileSystem)", ds0, (o) => { o.spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem = true; }, "schema"],
+    ["mountPropagation Sideways", ds0, (o) => { o.spec.template.spec.containers[0].volumeMounts[0].mountPropagation = "Sideways"; }, "schema"],
+    ["a privileged agent", ds0, (o) => { o.spec.template.spec.containers[0].securityContext.privileged = true; }, "policy"],
+    ["hostPID", ds0, (o) => { o.spec.template.spec.hostPID = true; }, "policy"],
+    ["capability SYS_ADMIN", ds0, (o) => { o.spec.template.spec.containers[0].securityContext.capabilities.add = ["SYS_ADMIN"]; }, "policy"],
+    ["a CPU limit", ds0, (o) => { o.spec.template.spec.containers[0].resources.limits.cpu = "1"; }, "policy"],
+    ["/sys mounted read-write", ds0, (o) => { o.spec.template.spec.containers[0].volumeMounts.find((m) => m.mountPath === "/host/sys").readOnly = false; }, "policy"],
+    ["an init container running as root with a capability", ds0, (o) => { o.spec.template.spec.initContainers[0].securityContext.capabilities.add = ["NET_ADMIN"]; }, "policy"],
+    ["a PrometheusRule group with `intervall`", rule0, (o) => { o.spec.groups[0].intervall = "15s"; }, "schema"],
+    ["a rule without expr", rule0, (o) => { delete o.spec.groups[0].rules[0].expr; }, "schema"],
+  ];
+  for (const [what, original, breakIt, kind] of cases) {
+    const o = structuredClone(original);
+    if (!o.metadata.namespace) o.metadata.namespace = NAMESPACE;
+    breakIt(o);
+    const saved = failures;
+    failures = [];
+    if (kind === "schema") await checkSchema(o, "self-test");
+    else checkWorkloadPolicy(o, "self-test");
+    const caught = failures.length > 0;
+    failures = saved;
+    if (!caught) fail("self-test", `${what} was accepted: the ${kind} check does not work`);
+    else console.log(`  self-test: rejected ${what}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const targets = ["base", ...readdirSync(join(K8S, "overlays")).sort().map((d) => `overlays/${d}`), "examples/all-components"];
+  const rendered = {};
+  for (const t of targets) {
+    try {
+      rendered[t] = parseAll(render(KUBECTL, join(K8S, t)), t);
+    } catch (e) {
+      fail(t, e.message);
+      continue;
+    }
+    console.log(`rendered ${t}: ${rendered[t].length} objects (${[...new Set(rendered[t].map((o) => o.kind))].join(", ")})`);
+  }
+  for (const t of Object.keys(rendered)) {
+    for (const o of rendered[t]) await checkSchema(o, t);
+    checkTarget(t, rendered[t]);
+  }
+  const training = parseAll(readFileSync(join(K8S, "examples/training-job.yaml"), "utf8"), "examples/training-job.yaml");
+  for (const o of training) {
+    await checkSchema(o, "examples/training-job.yaml");
+    checkTrainingExample(o, "examples/training-job.yaml");
+  }
+  checkPrometheusRule();
+  if (rendered.base) await selfTest(rendered.base);
+  if (args["compat-kubectl"] && rendered.base) {
+    // kustomize v2 hashes generated ConfigMap names differently: compare without the suffix.
+    const norm = (objs) => JSON.stringify(objs.map((o) => JSON.parse(JSON.stringify(o).replace(/(ringside-(agent|aggregator))-[a-z0-9]{10}"/g, '$1"'))).sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`)));
+    try {
+      const old = parseAll(render(args["compat-kubectl"], join(K8S, "base")), "base (compat)");
+      if (norm(old) !== norm(rendered.base)) fail("base", `${args["compat-kubectl"]} kustomize renders different objects than ${KUBECTL}`);
+      else console.log(`rendered base with ${args["compat-kubectl"]}: the same ${old.length} objects`);
+    } catch (e) {
+      fail("base", e.message);
+    }
+  }
+  if (failures.length) {
+    console.error(`\n${failures.length} problem(s):`);
+    for (const f of failures) console.error(`  FAIL ${f}`);
+    process.exit(1);
+  }
+  console.log(`\nOK: ${Object.keys(rendered).length} kustomizations and the training example are valid and within policy`);
+}
+
+await main();
