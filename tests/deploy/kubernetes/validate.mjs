@@ -259,7 +259,7 @@ function checkAgent(ds, where, objs) {
     const ns = ds.metadata.namespace;
     const want = `--aggregator=ringside-aggregator-0.ringside-aggregator.${ns}.svc:9472`;
     if (!flags.includes(want)) fail(id, `agent.flags lacks ${want}`);
-    if (!flags.includes("--sysfs-root=/host/sys")) fail(id, "agent.flags lacks --sysfs-root=/host/sys (where /sys is mounted)");
+    if (!flags.includes("--sysfs_root=/host/sys")) fail(id, "agent.flags lacks --sysfs_root=/host/sys (where /sys is mounted)");
   });
 }
 
@@ -273,7 +273,12 @@ function checkFlagfile(container, spec, objs, id, file, more) {
   const key = path.slice((mount?.mountPath ?? "").length + 1);
   if (!cm || key !== file || cm.data?.[key] === undefined) return fail(id, `--flagfile ${path} is not ${file} of a rendered ConfigMap`);
   const lines = cm.data[key].split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
-  for (const l of lines) if (!l.startsWith("--")) fail(id, `${file}: "${l}" is not a --flag`);
+  // Abseil reads flag files itself, without the dash-to-underscore spelling the binaries apply to
+  // their command line (daemon/common/flags.h): --sysfs-root in a flag file is an unknown flag.
+  for (const l of lines) {
+    const name = l.split("=")[0];
+    if (!/^--[a-z0-9_]+$/.test(name)) fail(id, `${file}: "${name}" is not a --flag spelled with underscores (abseil reads flag files as is)`);
+  }
   // Files that flags point into the same mount must exist in the ConfigMap.
   for (const l of lines) {
     const v = l.split("=").slice(1).join("=");
@@ -297,9 +302,9 @@ function checkAggregator(sts, where, objs) {
   if (!state || !(sts.spec.volumeClaimTemplates ?? []).some((t) => t.metadata.name === state.name))
     fail(id, "/var/lib/ringside-aggregator is not a volumeClaimTemplate");
   checkFlagfile(c, spec, objs, id, "aggregator.flags", (flags) => {
-    for (const f of ["--state-dir=/var/lib/ringside-aggregator", "--listen=:9472", "--http-listen=:9473"])
+    for (const f of ["--state_dir=/var/lib/ringside-aggregator", "--listen=:9472", "--http_listen=:9473"])
       if (!flags.includes(f)) fail(id, `aggregator.flags lacks ${f}`);
-    if (!flags.some((f) => f.startsWith("--detection-config="))) fail(id, "aggregator.flags lacks --detection-config");
+    if (!flags.some((f) => f.startsWith("--detection_config="))) fail(id, "aggregator.flags lacks --detection_config");
   });
   const headless = objs.find((o) => o.kind === "Service" && o.metadata.name === sts.spec.serviceName);
   if (!headless || headless.spec.clusterIP !== "None") fail(id, `serviceName ${sts.spec.serviceName} is not a headless Service`);
