@@ -3,13 +3,17 @@
 # cert-manager schemas (npm kubernetes-models and friends, pinned in
 # tests/deploy/kubernetes/package-lock.json and installed with `npm ci` into the build tree), with
 # no unknown field; the security policy holds; the PrometheusRule matches
-# deploy/prometheus/rules/ringside.rules.yml; and deliberately broken objects are rejected.
+# deploy/prometheus/rules/ringside.rules.yml; the built ringside-agent and ringside-aggregator
+# accept the rendered flag files (checked by name only when they are not built yet); and
+# deliberately broken objects are rejected.
 # Skipped (exit 77) without kubectl or node. Needs the npm registry on the first run and after
 # the lock file changes. Set RINGSIDE_KUBECTL_COMPAT=/path/to/kubectl-1.20 to also render the base
 # with an old kustomize (v2) and compare.
 add_test(NAME kubernetes_manifests_test
   COMMAND sh ${CMAKE_SOURCE_DIR}/tests/deploy/kubernetes/run.sh
-    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/tests/deploy/kubernetes-npm)
+    ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/tests/deploy/kubernetes-npm
+    --agent-bin=$<TARGET_FILE:ringside-agent>
+    --aggregator-bin=$<TARGET_FILE:ringside-aggregator>)
 set_tests_properties(kubernetes_manifests_test PROPERTIES
   SKIP_RETURN_CODE 77
   TIMEOUT 300

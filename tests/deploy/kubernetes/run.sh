@@ -1,6 +1,6 @@
 #!/bin/sh
 # ctest driver of kubernetes_manifests_test (tests/deploy/kubernetes.cmake):
-#   run.sh SOURCE_DIR WORK_DIR
+#   run.sh SOURCE_DIR WORK_DIR [--agent-bin=PATH --aggregator-bin=PATH]
 # Installs the pinned npm packages of package-lock.json into WORK_DIR (npm ci, only when the lock
 # changed since the last install), then runs validate.mjs against SOURCE_DIR/deploy/kubernetes.
 # Exit 77 (ctest: skipped) when kubectl or node is not installed. Set RINGSIDE_KUBECTL_COMPAT to
@@ -8,6 +8,7 @@
 set -eu
 src=$1
 work=$2
+shift 2
 here="$src/tests/deploy/kubernetes"
 KUBECTL=${KUBECTL:-kubectl}
 
@@ -40,6 +41,6 @@ if [ ! -f "$stamp" ] || ! cmp -s "$here/package-lock.json" "$stamp"; then
   cp "$here/package-lock.json" "$stamp"
 fi
 
-set -- --root="$src" --kubectl="$KUBECTL"
+set -- --root="$src" --kubectl="$KUBECTL" "$@"
 if [ -n "${RINGSIDE_KUBECTL_COMPAT:-}" ]; then set -- "$@" --compat-kubectl="$RINGSIDE_KUBECTL_COMPAT"; fi
 exec node "$work/validate.mjs" "$@"

@@ -16,12 +16,15 @@
 // 4. components/prometheus-operator/prometheusrule.yaml is what gen-prometheusrule.sh makes of
 //    deploy/prometheus/rules/ringside.rules.yml, and has the same groups.
 // 5. Self-test: deliberately broken objects must be rejected by checks 2 and 3.
+// 6. With --agent-bin/--aggregator-bin (the built programs), each rendered flag file is read by
+//    the program itself: an unknown or misspelled flag there would crash-loop the pods.
 // With --compat-kubectl (a kubectl whose kustomize is v2, e.g. Debian 12's 1.20), the base must
 // render to the same objects with it.
 //
 // Exit status 0 when everything passes, 1 with every failure listed otherwise.
 import { execFileSync } from "node:child_process";
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { isDeepStrictEqual } from "node:util";
@@ -408,6 +411,49 @@ function checkPrometheusRule() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The flag files, read by the programs themselves
+
+function runsWith(bin, argv, id) {
+  try {
+    execFileSync(bin, argv, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 });
+    return true;
+  } catch (e) {
+    fail(id, `${bin} ${argv.join(" ")} failed (exit ${e.status}): ${(e.stderr || e.message).trim().split("\n").slice(0, 3).join(" | ")}`);
+    return false;
+  }
+}
+
+function checkFlagfilesWithPrograms(rendered) {
+  const seen = new Set();
+  for (const [where, objs] of Object.entries(rendered)) {
+    for (const cm of objs.filter((o) => o.kind === "ConfigMap")) {
+      const key = JSON.stringify(cm.data);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const id = `${where} ConfigMap/${cm.metadata.name}`;
+      const dir = mkdtempSync(join(tmpdir(), "ringside-flags-"));
+      try {
+        for (const [k, v] of Object.entries(cm.data ?? {})) writeFileSync(join(dir, k), v);
+        if (cm.data?.["agent.flags"] !== undefined && args["agent-bin"]) {
+          // --once reads the (absent) sysfs root and exits; flags are parsed first.
+          if (runsWith(args["agent-bin"], [`--flagfile=${join(dir, "agent.flags")}`, "--node-name=probe", "--once", "-o", "json", "--nvml-library="], id))
+            console.log(`  ${where}: ringside-agent accepts agent.flags`);
+        }
+        if (cm.data?.["aggregator.flags"] !== undefined && args["aggregator-bin"]) {
+          // The files the flags name are read from the ConfigMap's copy.
+          const flags = cm.data["aggregator.flags"].replaceAll("/etc/ringside/aggregator/", dir + "/");
+          writeFileSync(join(dir, "aggregator.flags"), flags);
+          if (runsWith(args["aggregator-bin"], [`--flagfile=${join(dir, "aggregator.flags")}`, "--list-detection-options"], id))
+            console.log(`  ${where}: ringside-aggregator accepts aggregator.flags and detection.conf`);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Self-test: broken objects must be rejected
 
 async function selfTest(base) {
@@ -465,6 +511,13 @@ async function main() {
     checkTrainingExample(o, "examples/training-job.yaml");
   }
   checkPrometheusRule();
+  for (const b of ["agent-bin", "aggregator-bin"]) {
+    if (args[b] && !existsSync(args[b])) {
+      console.log(`  ${args[b]} is not built: its flag file is checked by name only`);
+      delete args[b];
+    }
+  }
+  checkFlagfilesWithPrograms(rendered);
   if (rendered.base) await selfTest(rendered.base);
   if (args["compat-kubectl"] && rendered.base) {
     // kustomize v2 hashes generated ConfigMap names differently: compare without the suffix.
