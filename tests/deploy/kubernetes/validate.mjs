@@ -366,6 +366,21 @@ function checkTarget(where, objs) {
   if (wantsMonitoring ? monitoring !== 3 : monitoring) fail(where, `${monitoring} prometheus-operator objects (expected ${wantsMonitoring ? "ServiceMonitor, PodMonitor, PrometheusRule" : "none"})`);
   if (wantsMonitoring && (count("ServiceMonitor") !== 1 || count("PodMonitor") !== 1 || count("PrometheusRule") !== 1))
     fail(where, "expected one ServiceMonitor, one PodMonitor, one PrometheusRule");
+  if (wantsMonitoring) {
+    // The monitors must find what they scrape, under the job names the rules use.
+    const sm = objs.find((o) => o.kind === "ServiceMonitor");
+    const svc = objs.filter((o) => o.kind === "Service" && Object.entries(sm?.spec.selector?.matchLabels ?? {}).every(([k, v]) => o.metadata.labels?.[k] === v));
+    if (svc.length !== 1 || svc[0].metadata.name !== "ringside-aggregator" || svc[0].spec.clusterIP !== "None")
+      fail(where, `ServiceMonitor selects ${svc.map((o) => o.metadata.name).join(",") || "no Service"}, expected only the headless ringside-aggregator (job="ringside-aggregator")`);
+    else if (!(sm.spec.endpoints ?? []).every((e) => svc[0].spec.ports.some((p) => p.name === e.port)))
+      fail(where, "a ServiceMonitor endpoint names a port the Service does not have");
+    const pm = objs.find((o) => o.kind === "PodMonitor");
+    const podLabels = ds?.spec.template.metadata.labels ?? {};
+    if (!Object.entries(pm?.spec.selector?.matchLabels ?? {}).every(([k, v]) => podLabels[k] === v)) fail(where, "PodMonitor does not select the agent pods");
+    if (podLabels[pm?.spec.jobLabel] !== "ringside-agent") fail(where, `PodMonitor jobLabel ${pm?.spec.jobLabel} does not give job="ringside-agent"`);
+    const agentPorts = (ds?.spec.template.spec.containers ?? []).flatMap((c) => c.ports ?? []).map((p) => p.name);
+    if (!(pm?.spec.podMetricsEndpoints ?? []).every((e) => agentPorts.includes(e.port))) fail(where, "a PodMonitor endpoint names a port the agent does not have");
+  }
   if (wantsCerts ? certs === 0 : certs) fail(where, `${certs} cert-manager objects`);
   if (wantsCerts) {
     const secrets = objs.filter((o) => o.kind === "Certificate").map((o) => o.spec.secretName);
