@@ -158,9 +158,35 @@ std::string AffectedJson(const std::vector<AffectedJob>& affected) {
   return out + "]";
 }
 
+std::string StableIncidentKey(IncidentKind kind, const std::map<std::string, std::string>& entity,
+                              absl::Time opened) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
+  auto mix = [&h](absl::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 0x100000001b3ULL;  // FNV-1a 64 prime
+    }
+  };
+  mix("ringside-incident-v1\n");
+  mix(IncidentKindName(kind));
+  mix("\n");
+  for (const auto& [name, value] : entity) {
+    mix(name);
+    mix("=");
+    mix(value);
+    mix("\n");
+  }
+  mix(absl::StrCat(absl::ToUnixNanos(opened)));
+  return absl::StrFormat("%016x", h);
+}
+
+std::string StableIncidentKey(const Incident& incident) {
+  return StableIncidentKey(incident.kind, incident.entity, incident.opened);
+}
+
 std::string IncidentJson(const Incident& inc) {
   return absl::StrCat(
-      "{\"id\":", inc.id, ",\"kind\":", JsonQuote(IncidentKindName(inc.kind)),
+      "{\"id\":", inc.id, ",\"key\":", JsonQuote(StableIncidentKey(inc)), ",\"kind\":", JsonQuote(IncidentKindName(inc.kind)),
       ",\"severity\":", JsonQuote(SeverityName(inc.severity)),
       ",\"entity\":", LabelsJson(inc.entity), ",\"opened\":", JsonTime(inc.opened),
       ",\"updated\":", JsonTime(inc.updated),

@@ -78,6 +78,17 @@ struct Incident {
 
 bool operator==(const Incident& a, const Incident& b);
 
+// The incident's identity across aggregators: 16 lowercase hex digits of FNV-1a (64-bit) over
+// "ringside-incident-v1", the kind, each entity label as "name=value" (sorted by name) and the
+// opening time in Unix nanoseconds, separated by '\n'. The opening time is on the data's clock (the
+// sample, event or collective record that completed the finding), never the arrival time, so two
+// replicas fed the same data raise the same key, whatever order it arrived in: the alert label
+// `ringside_incident_key` that lets Alertmanager deduplicate them. (`id` stays a local counter for
+// the CLI; `key` below is the FindingKey that matches findings to the open incident.)
+std::string StableIncidentKey(IncidentKind kind, const std::map<std::string, std::string>& entity,
+                              absl::Time opened);
+std::string StableIncidentKey(const Incident& incident);
+
 std::optional<IncidentKind> ParseIncidentKind(absl::string_view name);
 std::optional<Severity> ParseSeverity(absl::string_view name);
 bool IsFabricKind(IncidentKind kind);  // link_*, pause_storm, congestion

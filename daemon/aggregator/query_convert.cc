@@ -21,6 +21,7 @@ int64_t ToUnixNanosOrZero(absl::Time t) {
 void ToProto(const analysis::Incident& in, v1::Incident* out) {
   out->Clear();
   out->set_id(in.id);
+  out->set_key(analysis::StableIncidentKey(in));
   out->set_kind(std::string(analysis::IncidentKindName(in.kind)));
   out->set_severity(std::string(analysis::SeverityName(in.severity)));
   for (const auto& [k, v] : in.entity) (*out->mutable_entity())[k] = v;

@@ -62,6 +62,7 @@ void WriteText(const v1::Incident& i, const std::vector<CausePath>& chains, absl
       << (i.open() ? "OPEN" : "RESOLVED") << "\n";
   Table head({"", ""});
   head.AddRow({"Entity:", EntityText(i.entity())});
+  if (!i.key().empty()) head.AddRow({"Key:", i.key()});
   head.AddRow({"Opened:", TimeLine(i.opened_unix_nanos(), now)});
   head.AddRow({"Updated:", TimeLine(i.updated_unix_nanos(), now)});
   head.AddRow({"Resolved:", i.open() ? "- (open)" : TimeLine(i.resolved_unix_nanos(), now)});

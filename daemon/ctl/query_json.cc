@@ -57,6 +57,7 @@ json IncidentJson(const v1::Incident& i) {
              {"nodes", json(std::vector<std::string>(a.nodes().begin(), a.nodes().end()))}});
   }
   return json{{"id", i.id()},
+              {"key", i.key()},
               {"kind", i.kind()},
               {"severity", i.severity()},
               {"entity", StringMap(i.entity())},

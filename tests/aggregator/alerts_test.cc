@@ -85,8 +85,20 @@ TEST(AlertsFormatTest, LabelsComeFromTheEntity) {
                                                    {"device", "mlx5_3"},
                                                    {"port", "1"},
                                                    {"netdev", "eth3"},
-                                                   {"ringside_incident_id", "7"}};
+                                                   {"ringside_incident_key",
+                                                    analysis::StableIncidentKey(Flapping())}};
   EXPECT_EQ(labels, want);  // "origin" is not an alert label
+
+  // Another aggregator fed the same data numbers the incident differently but sends the same
+  // alert: no label depends on the local id (or on anything but kind, entity and opening time).
+  Incident replica = Flapping();
+  replica.id = 4242;
+  replica.revision = 9;
+  replica.updated += absl::Seconds(3);
+  EXPECT_EQ(AlertLabels(replica), labels);
+  Incident later = Flapping();
+  later.opened += absl::Milliseconds(1);
+  EXPECT_NE(AlertLabels(later).at("ringside_incident_key"), labels.at("ringside_incident_key"));
 
   Incident straggler;
   straggler.id = 9;
@@ -112,7 +124,7 @@ TEST(AlertsFormatTest, PostableAlertShape) {
   ASSERT_EQ(firing.size(), 1u);
   const auto& a = firing[0];
   EXPECT_EQ(a["labels"]["alertname"], "RingsideLinkFlapping");
-  EXPECT_EQ(a["labels"]["ringside_incident_id"], "7");
+  EXPECT_EQ(a["labels"]["ringside_incident_key"], analysis::StableIncidentKey(inc));
   EXPECT_EQ(a["annotations"]["summary"], inc.summary);
   EXPECT_EQ(a["annotations"]["evidence"], "cycles=2 transitions=4");
   EXPECT_EQ(a["annotations"]["cause"], "pause_storm on node-17 mlx5_3 prio 3");

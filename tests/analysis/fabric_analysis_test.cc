@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <set>
 #include <memory>
 #include <random>
 #include <string>
@@ -32,14 +34,30 @@ class Cluster {
     }
   }
 
+  // One input as one agent's stream delivers it: a counter step or a collective record.
+  struct Input {
+    int node = 0;  // whose stream
+    std::optional<CounterStep> step;
+    std::optional<CollectiveObservation> collective;
+  };
+
   // One second: the agents' samples, then the collectives that completed in it.
   void Second(FabricAnalysis& a, bool storm) {
+    for (const Input& in : Inputs(storm)) Deliver(a, in);
+  }
+  static void Deliver(FabricAnalysis& a, const Input& in) {
+    if (in.step) a.OnCounter(*in.step);
+    if (in.collective) a.OnCollective(*in.collective);
+  }
+  // The same second as inputs, in the order each node's agent sends them.
+  std::vector<Input> Inputs(bool storm) {
+    std::vector<Input> out;
     t_ += absl::Seconds(1);
     for (int n = 0; n < 4; ++n) {
       const bool origin = storm && n == 1;
       const bool victim = storm && (n == 0 || n == 2);
-      a.OnCounter(rx_[n]->Step(t_, victim ? 900'000 : 1'000));
-      a.OnCounter(tx_[n]->Step(t_, origin ? 970'000 : 1'000));
+      out.push_back({n, rx_[n]->Step(t_, victim ? 900'000 : 1'000), std::nullopt});
+      out.push_back({n, tx_[n]->Step(t_, origin ? 970'000 : 1'000), std::nullopt});
     }
     std::normal_distribution<double> jitter(0, 0.0005);
     while (collective_clock_ < absl::ToUnixNanos(t_)) {
@@ -65,11 +83,12 @@ class Cluster {
         o.start_ns = arrive[r];
         o.stop_ns = done;
         o.host = kNodes[r / 4];
-        a.OnCollective(o);
+        out.push_back({r / 4, std::nullopt, std::move(o)});
       }
       ++seq_;
       collective_clock_ = done;
     }
+    return out;
   }
   absl::Time now() const { return t_; }
 
@@ -158,6 +177,96 @@ TEST_F(FabricAnalysisTest, APauseStormMakesRankFiveAStragglerAndIsNamedAsItsCaus
   EXPECT_TRUE(a->incidents().Open().empty());
   IncidentQuery all;
   EXPECT_EQ((*store)->List(all)->size(), 2u);
+}
+
+// Two replicas of one shard get the same streams, but the agents' streams interleave differently
+// at each (one replica also hears them late and flushes on its own beat): every incident gets the
+// same stable key on both, so Alertmanager sees one alert (issue #14).
+TEST_F(FabricAnalysisTest, ReplicasFedTheSameDataInAnotherOrderRaiseTheSameKeys) {
+  Cluster cluster(testing::T0());
+  std::vector<std::vector<Cluster::Input>> seconds;
+  std::vector<absl::Time> ends;
+  for (int s = 0; s < 85; ++s) {
+    seconds.push_back(cluster.Inputs(s >= 10 && s < 25));
+    ends.push_back(cluster.now());
+  }
+  using Keys = std::set<std::pair<std::string, std::string>>;  // (change, key)
+  auto keys_of = [](const std::vector<IncidentChange>& changes) {
+    Keys keys;
+    for (const IncidentChange& c : changes) {
+      keys.insert({std::string(IncidentChangeTypeName(c.type)), StableIncidentKey(c.incident)});
+    }
+    return keys;
+  };
+
+  // Replica A: each second in the order generated, flushed at its end.
+  auto a = Make(nullptr);
+  ASSERT_TRUE(a->Start(testing::T0()).ok());
+  std::vector<IncidentChange> changes_a;
+  for (size_t s = 0; s < seconds.size(); ++s) {
+    for (const Cluster::Input& in : seconds[s]) Cluster::Deliver(*a, in);
+    ASSERT_TRUE(a->Flush(ends[s], &changes_a).ok());
+  }
+
+  // Replica B: the four streams interleaved at random (each stream keeps its own order), a
+  // second's inputs split across two of its flushes, which come every 700 ms of arrival time.
+  auto b = Make(nullptr);
+  ASSERT_TRUE(b->Start(testing::T0()).ok());
+  std::vector<IncidentChange> changes_b;
+  std::mt19937_64 rng(5);
+  std::vector<Cluster::Input> arrivals;
+  for (const auto& second : seconds) {
+    std::vector<std::vector<const Cluster::Input*>> streams(4);
+    for (const Cluster::Input& in : second) streams[in.node].push_back(&in);
+    std::vector<size_t> next(4, 0);
+    for (size_t left = second.size(); left > 0; --left) {
+      int n;
+      do {
+        n = static_cast<int>(rng() % 4);
+      } while (next[n] == streams[n].size());
+      arrivals.push_back(*streams[n][next[n]++]);
+    }
+  }
+  const absl::Time last = ends.back() + absl::Seconds(2);
+  size_t delivered = 0;
+  for (absl::Time t = testing::T0() + absl::Milliseconds(700); t <= last;
+       t += absl::Milliseconds(700)) {
+    // Deliver what had "arrived" by t: inputs spread evenly over the run, 1.3 s late.
+    const double frac = std::clamp(absl::ToDoubleSeconds(t - testing::T0() - absl::Seconds(1.3)) /
+                                       absl::ToDoubleSeconds(ends.back() - testing::T0()),
+                                   0.0, 1.0);
+    const size_t upto = t + absl::Milliseconds(700) > last
+                            ? arrivals.size()
+                            : static_cast<size_t>(frac * static_cast<double>(arrivals.size()));
+    for (; delivered < upto; ++delivered) Cluster::Deliver(*b, arrivals[delivered]);
+    ASSERT_TRUE(b->Flush(t, &changes_b).ok());
+  }
+  ASSERT_EQ(delivered, arrivals.size());
+
+  const Keys ka = keys_of(changes_a);
+  std::set<std::string> kinds;
+  for (const IncidentChange& c : changes_a) {
+    if (c.type == IncidentChangeType::kOpened) kinds.insert(std::string(IncidentKindName(c.incident.kind)));
+  }
+  EXPECT_TRUE(kinds.count("pause_storm")) << "the scenario raised no pause storm";
+  EXPECT_TRUE(kinds.count("straggler")) << "the scenario raised no straggler";
+  Keys opened_a, opened_b;
+  for (const auto& k : ka) {
+    if (k.first == "opened") opened_a.insert(k);
+  }
+  for (const auto& k : keys_of(changes_b)) {
+    if (k.first == "opened") opened_b.insert(k);
+  }
+  EXPECT_EQ(opened_a, opened_b);
+  // The local ids are this replica's own business; the keys are not.
+  std::map<std::string, Incident> by_key_a, by_key_b;
+  for (const IncidentChange& c : changes_a) by_key_a[StableIncidentKey(c.incident)] = c.incident;
+  for (const IncidentChange& c : changes_b) by_key_b[StableIncidentKey(c.incident)] = c.incident;
+  for (const auto& [key, inc] : by_key_a) {
+    ASSERT_TRUE(by_key_b.count(key)) << IncidentJson(inc);
+    EXPECT_EQ(by_key_b[key].entity, inc.entity);
+    EXPECT_EQ(by_key_b[key].opened, inc.opened);
+  }
 }
 
 TEST(RouteTest, SeriesRoutes) {

@@ -156,13 +156,32 @@ TEST(IncidentJsonTest, Shape) {
   inc.causes = {{3, "pause_storm", "node", {{"node", "node-17"}}, "pause_storm on node-17"}};
   inc.affected = {{"job-1", {1, 2}, {"a", "b"}}};
   EXPECT_EQ(IncidentJson(inc),
-            "{\"id\":7,\"kind\":\"straggler\",\"severity\":\"warning\",\"entity\":{\"job\":"
+            "{\"id\":7,\"key\":\"e26ccadc960ff729\",\"kind\":\"straggler\",\"severity\":\"warning\",\"entity\":{\"job\":"
             "\"j\\\"1\",\"rank\":\"5\"},\"opened\":\"2023-11-14T22:13:20+00:00\",\"updated\":"
             "\"2023-11-14T22:13:20+00:00\",\"resolved\":null,\"evidence\":{\"bad\":null,\"score\":"
             "0.75},\"summary\":\"\",\"resolution\":\"\",\"causes\":[{\"incident_id\":3,\"kind\":"
             "\"pause_storm\",\"scope\":\"node\",\"entity\":{\"node\":\"node-17\"},\"summary\":"
             "\"pause_storm on node-17\"}],\"affected\":[{\"job\":\"job-1\",\"ranks\":[1,2],"
             "\"nodes\":[\"a\",\"b\"]}],\"revision\":0}");
+}
+
+// The stable key is pinned: FNV-1a 64 over a documented text (docs/query-api.md), so other tools
+// can compute it, and it never changes between versions without a new "-v2" prefix.
+TEST(StableIncidentKeyTest, KnownValues) {
+  const absl::Time opened = absl::FromUnixSeconds(1700000000);
+  EXPECT_EQ(StableIncidentKey(IncidentKind::kLinkDown,
+                              {{"node", "n1"}, {"device", "mlx5_0"}, {"port", "1"}}, opened),
+            "3c12ed0f386756cd");
+  EXPECT_EQ(StableIncidentKey(IncidentKind::kStraggler, {{"job", "j\"1"}, {"rank", "5"}}, opened),
+            "e26ccadc960ff729");
+  // Every part counts.
+  const std::string base = StableIncidentKey(IncidentKind::kLinkDown, {{"node", "n1"}}, opened);
+  EXPECT_NE(StableIncidentKey(IncidentKind::kLinkFlapping, {{"node", "n1"}}, opened), base);
+  EXPECT_NE(StableIncidentKey(IncidentKind::kLinkDown, {{"node", "n2"}}, opened), base);
+  EXPECT_NE(StableIncidentKey(IncidentKind::kLinkDown, {{"node", "n1"}},
+                              opened + absl::Nanoseconds(1)),
+            base);
+  EXPECT_NE(StableIncidentKey(IncidentKind::kLinkDown, {{"node", "n"}, {"1", ""}}, opened), base);
 }
 
 // --- SQLite ------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ class Alertmanager {
     const std::string config = dir + "/alertmanager.yml";
     std::ofstream(config) << "route:\n"
                              "  receiver: hook\n"
-                             "  group_by: ['alertname', 'ringside_incident_id']\n"
+                             "  group_by: ['alertname', 'ringside_incident_key']\n"
                              "  group_wait: 1s\n"
                              "  group_interval: 1s\n"
                              "  repeat_interval: 1h\n"
@@ -277,12 +277,12 @@ TEST(AlertsProcessTest, FlappingPortReachesAlertmanagerAndWebhookOnceAcrossResta
   EXPECT_EQ(labels.value("node", ""), "flappy");
   EXPECT_EQ(labels.value("device", ""), "mlx5_0");
   EXPECT_EQ(labels.value("port", ""), "1");
-  EXPECT_FALSE(labels.value("ringside_incident_id", "").empty());
+  EXPECT_FALSE(labels.value("ringside_incident_key", "").empty());
   EXPECT_EQ((*alert)["status"].value("state", ""), "active");
   EXPECT_NE((*alert)["annotations"].value("runbook_url", "").find("#link_flapping"),
             std::string::npos);
   EXPECT_FALSE((*alert)["annotations"].value("summary", "").empty());
-  const std::string flapping_id = labels.value("ringside_incident_id", "");
+  const std::string flapping_key = labels.value("ringside_incident_key", "");
 
   // The webhook got link_down (opened, resolved) and link_flapping opened.
   ASSERT_TRUE(Eventually([&] { return Has(Deliveries(hook), "link_flapping", "opened"); },
@@ -313,7 +313,7 @@ TEST(AlertsProcessTest, FlappingPortReachesAlertmanagerAndWebhookOnceAcrossResta
           if (j.is_discarded()) continue;
           for (const auto& a : j["alerts"]) {
             if (a["labels"].value("alertname", "") == "RingsideLinkFlapping" &&
-                a["labels"].value("ringside_incident_id", "") == flapping_id &&
+                a["labels"].value("ringside_incident_key", "") == flapping_key &&
                 a.value("status", "") == "resolved") {
               notified_resolved = true;
             }

@@ -48,7 +48,8 @@ std::map<std::string, std::string> AlertLabels(const Incident& inc) {
     auto it = inc.entity.find(name);
     if (it != inc.entity.end() && !it->second.empty()) labels[name] = it->second;
   }
-  labels["ringside_incident_id"] = absl::StrCat(inc.id);
+  // The key, not the local id: replicas fed the same data send the same alert (docs/alerts.md).
+  labels["ringside_incident_key"] = analysis::StableIncidentKey(inc);
   return labels;
 }
 

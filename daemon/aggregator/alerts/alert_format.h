@@ -20,7 +20,8 @@ std::string AlertName(analysis::IncidentKind kind);
 // The entity labels that become alert labels (others stay in the incident only).
 const std::vector<std::string>& AlertEntityLabels();
 
-// alertname, severity, the entity labels that apply, ringside_incident_id.
+// alertname, severity, the entity labels that apply, ringside_incident_key (the same on every
+// replica: analysis::StableIncidentKey).
 std::map<std::string, std::string> AlertLabels(const analysis::Incident& incident);
 
 // "rate_per_s=1.5 transitions=4" (sorted by name, %g).

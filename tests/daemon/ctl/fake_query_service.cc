@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "analysis/incidents.h"
 #include "grpcpp/server_builder.h"
 
 namespace ringside::testing {
@@ -26,6 +27,9 @@ v1::Incident MakeIncident(uint64_t id, const std::string& kind, const std::strin
   i.set_open(open);
   i.set_summary(summary);
   i.set_revision(1);
+  if (auto k = analysis::ParseIncidentKind(kind)) {
+    i.set_key(analysis::StableIncidentKey(*k, entity, opened));  // as the aggregator fills it
+  }
   return i;
 }
 

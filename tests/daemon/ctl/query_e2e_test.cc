@@ -147,6 +147,12 @@ TEST_F(QueryE2eTest, FlappingPortThroughEveryCommand) {
       << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "Entity:    flappy mlx5_0 port 1")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "Evidence:")) << r.out;
+  // The stable key the alerts carry (the same on every replica), next to the local id.
+  std::smatch key;
+  ASSERT_TRUE(std::regex_search(r.out, key, std::regex("\nKey: +([0-9a-f]{16})\n"))) << r.out;
+  r = Cli({"incident", absl::StrCat(flapping), "-o", "json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["key"], key[1].str()) << r.out;
 
   r = Cli({"links", "--flapping"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;

@@ -160,7 +160,8 @@ TEST(QueryJsonTest, IncidentShapeIsStable) {
   nlohmann::json j = IncidentJson(by_id[3]);
   EXPECT_EQ(j.dump(),
             R"({"affected":[],"causes":[],"entity":{"device":"mlx5_1","node":"node-a","port":"1",)"
-            R"("source":"infiniband"},"evidence":{},"id":3,"kind":"link_flapping","open":false,)"
+            R"("source":"infiniband"},"evidence":{},"id":3,)"
+            R"("key":"6a4620f2bdc39752","kind":"link_flapping","open":false,)"
             R"("opened":"2027-01-15T05:00:00Z","resolution":"no transition for 10m0s",)"
             R"("resolved":"2027-01-15T06:00:00Z","revision":1,"severity":"warning",)"
             R"("summary":"4 down→up cycles in 10m","updated":"2027-01-15T06:00:00Z"})");
