@@ -175,6 +175,13 @@ do_agent_needs() {
   done
   grep -q '^WatchdogSec=[1-9]' "$u" || fail "ringside-agent.service: no WatchdogSec="
   grep -q '^TimeoutStopSec=[1-9]' "$u" || fail "ringside-agent.service: no TimeoutStopSec="
+  # One descriptor per polled counter file: far more than the default soft limit of 1024.
+  local nofile
+  for f in "$u" "$units_dir/ringside-aggregator.service"; do
+    nofile="$(sed -n 's/^LimitNOFILE=\([0-9]*\)$/\1/p' "$f")"
+    [ -n "$nofile" ] && [ "$nofile" -ge 16384 ] ||
+      fail "$(basename "$f"): LimitNOFILE='$nofile', want a number of at least 16384"
+  done
   for line in 'PrivateDevices=yes' 'PrivateNetwork=yes' 'ProcSubset=pid' 'PrivateUsers=yes' \
     'DynamicUser=yes' 'RuntimeDirectory=.*'; do
     ! grep -qx "$line" "$u" || fail "ringside-agent.service: '$line' (see docs/privileges.md)"
