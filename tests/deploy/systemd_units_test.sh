@@ -8,6 +8,7 @@
 #   systemd_units_test.sh agent-needs    SRC
 #   systemd_units_test.sh default-files  SRC AGENT_BIN AGGREGATOR_BIN
 #   systemd_units_test.sh udev           SRC
+#   systemd_units_test.sh sandbox        SRC AGENT_BIN AGGREGATOR_BIN
 #
 # SRC is the source tree; *_BIN the built binaries, which stand in for /usr/bin/ringside-* in
 # temporary copies of the units (systemd-analyze verify wants ExecStart= to exist); nothing else
@@ -267,15 +268,28 @@ do_udev() {
   [ $failures -eq 0 ] && echo "ok: $file: ${have[*]}"
 }
 
+# The built programs run under the units' seccomp settings (systemd_sandbox_test.py).
+do_sandbox() {
+  need_systemd_analyze
+  need_binaries
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIP: python3 is not installed (Debian package python3)"
+    exit 77
+  fi
+  python3 "$(dirname "$0")/systemd_sandbox_test.py" "$src" "$agent_bin" "$aggregator_bin"
+  exit $?
+}
+
 case "$check" in
   verify) do_verify ;;
+  sandbox) do_sandbox ;;
   security-agent) do_security ringside-agent.service "$kAgentThreshold" ;;
   security-aggregator) do_security ringside-aggregator.service "$kAggregatorThreshold" ;;
   agent-needs) do_agent_needs ;;
   default-files) do_default_files ;;
   udev) do_udev ;;
   *)
-    echo "usage: $0 verify|security-agent|security-aggregator|agent-needs|default-files|udev SRC [AGENT_BIN AGGREGATOR_BIN]" >&2
+    echo "usage: $0 verify|security-agent|security-aggregator|agent-needs|default-files|udev|sandbox SRC [AGENT_BIN AGGREGATOR_BIN]" >&2
     exit 2
     ;;
 esac
