@@ -5,13 +5,15 @@ systemd-analyze checks the units' syntax and scores them, but cannot say whether
 still work under them, and the build machine has no systemd as PID 1. This test rebuilds the
 units' seccomp part with libseccomp (through ctypes), from the unit files as shipped:
 SystemCallFilter= (groups expanded by `systemd-analyze syscall-filter`, '~' lines subtracted),
-SystemCallErrorNumber=, RestrictAddressFamilies= and MemoryDenyWriteExecute=; it drops to user
-nobody (when started as root) and runs, on 127.0.0.1, an aggregator and an agent that uploads to
+SystemCallErrorNumber=, RestrictAddressFamilies= and MemoryDenyWriteExecute=; as root it also
+makes a mount namespace with / read-only but the state and temporary folders
+(ProtectSystem=strict) and /proc mounted with ProtectProc=/ProcSubset='s options, then drops to
+user nobody. It runs, on 127.0.0.1, an aggregator and an agent that uploads to
 it, then checks both serve /metrics, the aggregator saw the agent's samples, both exit 0 on
 SIGTERM / --duration, and neither logged a failed system call.
 
-Not covered: namespaces, mounts, device cgroups, capabilities (systemd's own job); NVML and RDMA
-devices (none here).
+Not covered: the other namespaces and mounts, device cgroups, capabilities (systemd's own job);
+NVML and RDMA devices (none here).
 
 Usage: systemd_sandbox_test.py SRC AGENT_BIN AGGREGATOR_BIN    (exit 77: skipped)
 """
@@ -147,11 +149,65 @@ def load_filters(allow, err_no, fams, mdwe):
         raise OSError(ctypes.get_errno(), "seccomp_load")
 
 
-def start(unit_path, argv, log_path):
+class MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def mount_settings(unit_path):
+    """ProtectProc=/ProcSubset= as procfs options, and whether ProtectSystem=strict."""
+    opts = []
+    if "invisible" in directives(unit_path, "ProtectProc"):
+        opts.append("hidepid=invisible")
+    if "pid" in directives(unit_path, "ProcSubset"):
+        opts.append("subset=pid")
+    return ",".join(opts), "strict" in directives(unit_path, "ProtectSystem")
+
+
+def can_mount():
+    """Root, and the kernel lets this process make a mount namespace with procfs subset=pid."""
+    if os.getuid() != 0:
+        return False
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                        "mount -t proc -o hidepid=invisible,subset=pid proc /proc && "
+                        "test ! -e /proc/cpuinfo"], capture_output=True)
+    return r.returncode == 0
+
+
+def apply_mounts(proc_opts, strict, writable):
+    """In the child: a private mount namespace with / read-only (ProtectSystem=strict, all but the
+    state and temporary folders) and a fresh /proc with the unit's options."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    libc.syscall.restype = ctypes.c_long
+
+    def check(r, what):
+        if r != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"{what}: {os.strerror(e)}")
+
+    MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
+    check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    if strict:
+        attr = MountAttr(MS_RDONLY, 0, 0, 0)  # MOUNT_ATTR_RDONLY == 1
+        AT_FDCWD, AT_RECURSIVE, SYS_mount_setattr = -100, 0x8000, 442
+        check(libc.syscall(SYS_mount_setattr, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr),
+                           ctypes.sizeof(attr)), "mount_setattr(/, RDONLY, recursive)")
+        for path in writable:  # a bind mount copies the read-only flag; remount it writable
+            check(libc.mount(path.encode(), path.encode(), None, MS_BIND, None), f"bind {path}")
+            check(libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND, None), f"rw {path}")
+    check(libc.mount(b"proc", b"/proc", b"proc", 0, proc_opts.encode() or None), "mount /proc")
+
+
+def start(unit_path, argv, log_path, writable, mounts):
     settings = seccomp_settings(unit_path)
+    proc_opts, strict = mount_settings(unit_path)
     log = open(log_path, "w")
 
     def child():
+        if mounts:
+            apply_mounts(proc_opts, strict, writable)
         if os.getuid() == 0:  # as the service would: not root
             os.setgroups([])
             os.setgid(65534)
@@ -192,21 +248,40 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ringside-sandbox-")
     os.chmod(tmp, 0o777)  # the services run as nobody
     procs = []
+    cleanup = [tmp]
     try:
         state = os.path.join(tmp, "state")
         os.mkdir(state)
         os.chmod(state, 0o777)
         agg_log, agent_log = os.path.join(tmp, "aggregator.log"), os.path.join(tmp, "agent.log")
+        mounts = can_mount()
+        if mounts:  # the emulation is in force: a folder nobody could write is read-only, /proc is
+            # as the unit says, the state folder writable
+            outside = os.path.join(os.path.dirname(tmp), os.path.basename(tmp) + "-ro")
+            os.mkdir(outside)
+            os.chmod(outside, 0o777)
+            cleanup.append(outside)
+            for unit, probe in (
+                ("ringside-aggregator.service",
+                 f"! touch {outside}/p 2>/dev/null && test ! -e /proc/cpuinfo && touch {state}/p"),
+                ("ringside-agent.service",
+                 f"! touch {outside}/p 2>/dev/null && test -e /proc/cpuinfo && touch {tmp}/p")):
+                probe_log = os.path.join(tmp, "probe.log")
+                p = start(os.path.join(units, unit), ["/bin/sh", "-c", probe], probe_log,
+                          [state] if unit.startswith("ringside-aggregator") else [tmp], True)
+                if p.wait(timeout=20) != 0:
+                    fail(f"{unit}: the mount emulation is not in force ({probe}):\n"
+                         f"{open(probe_log).read()}")
         agg = start(os.path.join(units, "ringside-aggregator.service"),
                     [aggregator_bin, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-                     f"--state-dir={state}"], agg_log)
+                     f"--state-dir={state}"], agg_log, [state], mounts)
         procs.append(agg)
         grpc_port = wait_for(agg_log, r"ingest \(gRPC\) listening on \S+ \(port (\d+)\)", agg).group(1)
         http_port = wait_for(agg_log, r"HTTP \(/metrics[^)]*\) listening on \S+ \(port (\d+)\)", agg).group(1)
         agent = start(os.path.join(units, "ringside-agent.service"),
                       [agent_bin, "--listen=127.0.0.1:0", f"--aggregator=127.0.0.1:{grpc_port}",
                        f"--collectives-socket={tmp}/collectives.sock", "--duration=4s",
-                       "--nvml-library=", "--interval=200ms"], agent_log)
+                       "--nvml-library=", "--interval=200ms"], agent_log, [tmp], mounts)
         procs.append(agent)
         agent_port = wait_for(agent_log, r"serving /metrics on \S+ \(port (\d+)\)", agent).group(1)
         wait_for(agent_log, r"connected to 127\.0\.0\.1", agent)
@@ -230,15 +305,21 @@ def main():
                                 l)]
             if bad:
                 fail(f"{os.path.basename(path)}: a call the unit's filter refused:\n" + "\n".join(bad))
-        print(f"ok: under the units' SystemCallFilter/SystemCallErrorNumber/RestrictAddressFamilies/"
-              f"MemoryDenyWriteExecute as uid {65534 if os.getuid() == 0 else os.getuid()}: the agent "
-              f"uploaded {m.group(1)} samples to the aggregator, both served /metrics and exited 0")
+        what = "SystemCallFilter/SystemCallErrorNumber/RestrictAddressFamilies/MemoryDenyWriteExecute"
+        if mounts:
+            what += "/ProtectSystem=strict/ProtectProc/ProcSubset"
+        else:
+            print("note: not root or no procfs subset=pid here: mounts not emulated")
+        print(f"ok: under the units' {what} as uid {65534 if os.getuid() == 0 else os.getuid()}: "
+              f"the agent uploaded {m.group(1)} samples to the aggregator, both served /metrics and "
+              f"exited 0")
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        for path in cleanup:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":
