@@ -250,6 +250,11 @@ def main():
     procs = []
     cleanup = [tmp]
     try:
+        if os.getuid() == 0:  # nobody may not reach the build tree (e.g. under /root): copy them
+            bindir = os.path.join(tmp, "bin")
+            os.mkdir(bindir)
+            agent_bin = shutil.copy2(agent_bin, bindir)
+            aggregator_bin = shutil.copy2(aggregator_bin, bindir)
         state = os.path.join(tmp, "state")
         os.mkdir(state)
         os.chmod(state, 0o777)
