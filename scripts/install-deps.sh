@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus prometheus-node-exporter prometheus-alertmanager
   libyaml-cpp-dev tmux
+  systemd python3
   iproute2 ethtool procps openssl
 )
 
