@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "daemon/agent/exposition.h"
+#include "daemon/agent/upload_fanout.h"
 #include "daemon/common/protocol.h"
 #include "grpcpp/security/credentials.h"
 #include "prometheus/text_serializer.h"
@@ -563,6 +564,116 @@ TEST_F(UploaderTest, PlaintextToARemoteAggregatorIsRefusedWithoutAllowInsecure) 
   ASSERT_FALSE(up.ok());
   EXPECT_EQ(up.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(up.status().message(), "--allow-insecure"));
+}
+
+// --- every replica of a shard (UploadFanout) -------------------------------------------------------
+
+TEST(AggregatorListTest, Parses) {
+  absl::StatusOr<std::vector<std::string>> l = ParseAggregatorList("a:9472, b:9472");
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(*l, (std::vector<std::string>{"a:9472", "b:9472"}));
+  EXPECT_EQ(*ParseAggregatorList("a:1"), std::vector<std::string>{"a:1"});
+  EXPECT_FALSE(ParseAggregatorList("a:1,,b:1").ok());
+  EXPECT_FALSE(ParseAggregatorList("a:1,a:1").ok());
+  EXPECT_FALSE(ParseAggregatorList("").ok());
+}
+
+class UploadFanoutTest : public UploaderTest {
+ protected:
+  std::unique_ptr<UploadFanout> MakeFanout(const LinkEventLog* links) {
+    absl::StatusOr<std::unique_ptr<UploadFanout>> f =
+        UploadFanout::Create(Options(), {fake_.address(), second_.address()}, links);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? std::move(*f) : nullptr;
+  }
+  // Collective record seqs, sample batch timestamps and link transitions an aggregator accepted;
+  // false if anything came twice or out of a contiguous run of seqs.
+  struct Got {
+    std::map<uint64_t, int> records;
+    std::set<int64_t> batches;
+    int link_events = 0;
+  };
+  static Got Contents(const FakeAggregator& agg) {
+    Got g;
+    for (const auto& [seq, m] : agg.accepted()) {
+      for (const v1::CollectiveRecord& r : m.collectives().records()) ++g.records[r.seq()];
+      if (m.has_samples()) g.batches.insert(m.samples().timestamp_unix_nanos());
+      g.link_events += m.link_events().events_size();
+    }
+    return g;
+  }
+  FakeAggregator second_;
+};
+
+// One replica is down from the start: the other gets everything at once, nothing waits for the
+// dead one; when it comes back it gets everything it missed from its own buffer, once.
+TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
+  second_.Stop();
+  LinkEventLog links;
+  auto fan = MakeFanout(&links);
+  ASSERT_NE(fan, nullptr);
+  ASSERT_EQ(fan->size(), 2u);
+  EXPECT_NE(fan->replica(0).agent_epoch(), fan->replica(1).agent_epoch());
+  Table t = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "symbol_error")});
+  for (int i = 0; i < 5; ++i) fan->OnSnapshot(Snap(t, 1000 * i, 100 + i));
+  for (int i = 0; i < 3; ++i) fan->EnqueueCollectives(Collectives("job-a", i * 10, 10));
+  collectors::LinkEvent down;
+  down.time = absl::FromUnixSeconds(103);
+  down.source = "netlink";
+  down.device = "eth3";
+  down.from = collectors::LinkState::kUp;
+  down.to = collectors::LinkState::kDown;
+  links.Append({down});
+
+  // The live replica holds all 9 messages (5 batches, 3 collective batches, 1 link event batch).
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.contiguous() >= 9; }, kWait))
+      << logs_.All();
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->replica(0).Stats().buffer_messages == 0; },
+                                      kWait));
+  EXPECT_TRUE(fan->AnyConnected());
+  EXPECT_FALSE(fan->replica(1).Stats().connected);
+  EXPECT_EQ(fan->replica(1).Stats().buffer_messages, 9u);  // kept for the dead replica
+
+  second_.Start();
+  ASSERT_TRUE(FakeAggregator::WaitFor(
+      [&] { return second_.contiguous() >= 9 && fan->replica(1).Stats().buffer_messages == 0; },
+      kWait))
+      << logs_.All();
+  for (const FakeAggregator* agg : {&fake_, &second_}) {
+    Got g = Contents(*agg);
+    EXPECT_EQ(g.batches.size(), 5u);
+    ASSERT_EQ(g.records.size(), 30u);
+    for (const auto& [seq, n] : g.records) EXPECT_EQ(n, 1) << "record " << seq;
+    EXPECT_EQ(g.link_events, 1);
+    EXPECT_EQ(agg->duplicates(), 0u);
+    EXPECT_TRUE(agg->violations().empty()) << agg->violations().front();
+  }
+
+  // /metrics: each replica's families, told apart by the aggregator label.
+  prometheus::TextSerializer ser;
+  testing::PromText text = testing::ParsePromText(ser.Serialize(fan->MetricFamilies()));
+  for (const std::string& target : {fake_.address(), second_.address()}) {
+    auto c = text.Find("ringside_agent_upload_connected", {{"aggregator", target}});
+    ASSERT_EQ(c.size(), 1u) << target;
+    EXPECT_EQ(c[0].value, 1);
+    EXPECT_EQ(c[0].labels["node"], "node-1");
+  }
+  EXPECT_EQ(text.types["ringside_agent_upload_connected"], "gauge");
+
+  // Stopping flushes both at once.
+  EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
+}
+
+// Both replicas down at shutdown: stopping waits one flush timeout, not one per replica.
+TEST_F(UploadFanoutTest, ShutdownFlushesReplicasInParallel) {
+  fake_.Stop();
+  second_.Stop();
+  auto fan = MakeFanout(nullptr);
+  ASSERT_NE(fan, nullptr);
+  fan->EnqueueCollectives(Collectives("job-a", 0, 10));
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(fan->Shutdown(absl::Seconds(2)));  // nothing acknowledged
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3.5));
 }
 
 }  // namespace
