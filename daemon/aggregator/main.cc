@@ -1,6 +1,6 @@
 // ringside-aggregator: receives the agents' streams (gRPC ringside.v1 Ingest on --listen), keeps
 // per-series state and recent collective records and link events, journals payloads durably with
-// --state-dir, and serves /metrics, /healthz and /api/v1/... on --http-listen. Flags are parsed
+// --state-dir, and serves /metrics, /healthz, /readyz and /api/v1/... on --http-listen. Flags are parsed
 // here only and turned into AggregatorOptions (docs/aggregator.md).
 #include <cstdio>
 #include <fstream>
@@ -28,11 +28,12 @@
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
 #include "daemon/common/signals.h"
+#include "daemon/common/systemd_notify.h"
 
 ABSL_FLAG(std::string, listen, ":9472",
           "gRPC ingest address, [host]:port (port 0 picks a free one).");
 ABSL_FLAG(std::string, http_listen, ":9473",
-          "Address of /metrics, /healthz and /api/v1/...; empty to serve none.");
+          "Address of /metrics, /healthz, /readyz and /api/v1/...; empty to serve none.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the aggregator.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of the aggregator.");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -260,8 +261,32 @@ int main(int argc, char** argv) {
   o.keepalive.timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   o.version = RINGSIDE_VERSION;
 
+  // systemd (Type=notify, WatchdogSec=): READY=1 once serving, WATCHDOG=1 from the housekeeping
+  // thread, STOPPING=1 on SIGTERM; all no-ops without $NOTIFY_SOCKET. Shared with the signal
+  // thread, which may run until the process ends.
+  auto notifier = std::make_shared<ringside::daemon::SystemdNotifier>();
+  if (notifier->active()) {
+    const absl::Duration wd = notifier->watchdog_period();
+    LogLine(absl::StrCat("systemd notification socket set; watchdog ",
+                         wd > absl::ZeroDuration()
+                             ? absl::StrCat(absl::FormatDuration(wd), ", pet by housekeeping")
+                             : std::string("off")));
+    if (std::string w = ringside::daemon::WatchdogPeriodWarning(
+            "housekeeping pass", o.housekeeping_interval, wd);
+        !w.empty()) {
+      LogLine(w);
+    }
+  }
+  // The watchdog is pet from the aggregator's housekeeping thread (Aggregator::Housekeeping),
+  // after each pass: a pass expires handshakes under the ingest service's lock and lists nodes
+  // under the core's lock, so a wedged ingest path (a lock held forever, a stuck journal append
+  // under the core's lock) stops the pets and systemd restarts the process.
+  o.heartbeat = [notifier] { notifier->PetWatchdog(); };
+
   absl::Notification stop;
-  ringside::daemon::InstallStopSignals(&stop);
+  ringside::daemon::InstallStopSignals(&stop, [notifier] {
+    notifier->Stopping("stopping: closing sessions and flushing the journal");
+  });
 
   // Declared before the analysis host so that it outlives the host's listener (alerts below).
   std::unique_ptr<ringside::daemon::AlertDispatcher> alerts;
@@ -369,9 +394,14 @@ int main(int argc, char** argv) {
       "ingest (gRPC) listening on ", o.listen, " (port ", (*agg)->grpc_port(), ")",
       o.tls.ca_file.empty() ? (o.tls.cert_file.empty() ? ", plaintext" : ", TLS") : ", mTLS"));
   if (!o.http_listen.empty()) {
-    LogLine(absl::StrCat("HTTP (/metrics, /healthz, /api/v1) listening on ", o.http_listen,
-                         " (port ", (*agg)->http_port(), ")"));
+    LogLine(absl::StrCat("HTTP (/metrics, /healthz, /readyz, /api/v1) listening on ",
+                         o.http_listen, " (port ", (*agg)->http_port(), ")"));
   }
+  // Ready: the journal is open (replayed), the gRPC and HTTP listeners serve.
+  notifier->Ready(absl::StrCat("ingest on ", o.listen,
+                               o.http_listen.empty() ? "" : absl::StrCat(", HTTP on ", o.http_listen),
+                               o.state_dir.empty() ? ", memory only"
+                                                   : absl::StrCat(", journal in ", o.state_dir)));
   stop.WaitForNotification();
   LogLine("stopping: closing sessions and flushing the journal");
   (*agg)->Shutdown();
