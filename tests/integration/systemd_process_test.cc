@@ -25,6 +25,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collectors/nccl_plugin/record_format.h"
 #include "collectors/nccl_plugin/record_proto.h"
@@ -310,6 +311,8 @@ TEST_F(SystemdProcessTest, AgentAdoptsTheCollectivesSocketSystemdPasses) {
     records[i].bytes = 4096;
     records[i].enqueue_unix_nanos = 1'700'000'000'000'000'000;
     records[i].channels = 1;
+    records[i].pid = 4242;
+    records[i].host.Set("container-1");
     records[i].job_id.Set("job-act");
     records[i].function.Set("AllReduce");
   }
@@ -326,7 +329,13 @@ TEST_F(SystemdProcessTest, AgentAdoptsTheCollectivesSocketSystemdPasses) {
     auto v = p.Find("ringside_agent_collective_records_total", {{"job", "job-act"}});
     if (!v.empty()) received = v[0].value;
   }
-  EXPECT_EQ(received, 3);
+  EXPECT_EQ(received, 3) << [&] {
+    std::string out;
+    for (absl::string_view line : absl::StrSplit(testing::HttpGet(port, "/metrics"), '\n')) {
+      if (absl::StrContains(line, "collective")) absl::StrAppend(&out, line, "\n");
+    }
+    return out + agent.Stderr();
+  }();
   ::close(c);
 
   agent.Signal(SIGTERM);
