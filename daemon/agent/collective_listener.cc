@@ -202,9 +202,13 @@ absl::StatusOr<std::unique_ptr<CollectiveListener>> CollectiveListener::Adopt(
   const int fd = options.inherited_fd;
   int type = 0;
   socklen_t len = sizeof(type);
-  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("inherited collectives socket (fd ", fd, ") is not a stream socket"));
+  int listening = 0;
+  socklen_t len_listening = sizeof(listening);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM ||
+      ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len_listening) != 0 ||
+      listening == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("inherited collectives socket (fd ", fd,
+                                                   ") is not a listening stream socket"));
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||

@@ -223,6 +223,9 @@ int main(int argc, char** argv) {
   if (!inherited.ok()) {
     LogLine(absl::StrCat("ignoring the socket systemd passed: ", inherited.status().ToString()));
     inherited = ringside::daemon::InheritedSocket{};
+  } else if (inherited->fd < 0 && inherited->passed > 0) {
+    LogLine(absl::StrCat("systemd passed ", inherited->passed,
+                         " socket(s), none named \"collectives\" (FileDescriptorName=): unused"));
   }
   // Shared with the signal thread, which may run until the process ends.
   auto notifier = std::make_shared<ringside::daemon::SystemdNotifier>();
@@ -342,10 +345,16 @@ int main(int argc, char** argv) {
   ho.interval = interval;
   if (uploader) ho.upload_stats = [up = uploader.get()] { return up->Stats(); };
   ringside::daemon::AgentHealth health(ho);
+  // STATUS= every 10s after READY's own (sampling thread only).
+  absl::Time last_status = absl::Now();
   auto on_cycle = [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
     // After every completed cycle, on the sampling thread: a hung collector stops both.
     health.OnCycle();
     notifier->PetWatchdog();
+    if (notifier->active() && snap->timestamp - last_status >= absl::Seconds(10)) {
+      last_status = snap->timestamp;
+      notifier->Status(absl::StrCat("cycle ", snap->cycle, "; ", health.Ready().reason));
+    }
     // Switch-side transitions the fabric scan saw join the same transition log.
     if (fabric_scan != nullptr) {
       std::vector<ringside::collectors::LinkEvent> events = fabric_scan->TakeEvents();

@@ -21,6 +21,7 @@ absl::StatusOr<InheritedSocket> TakeInheritedUnixListener(absl::string_view name
     return absl::InternalError(absl::StrCat("sd_listen_fds_with_names: ", std::strerror(-n)));
   }
   InheritedSocket out;
+  out.passed = n;
   absl::Status status;
   for (int i = 0; i < n; ++i) {
     const int fd = SD_LISTEN_FDS_START + i;

@@ -15,6 +15,7 @@ namespace ringside::daemon {
 struct InheritedSocket {
   int fd = -1;       // -1: none named so was passed
   std::string path;  // the socket's bound path (for the log)
+  int passed = 0;    // sockets systemd passed in all (named so or not)
 };
 
 // The passed socket named `name`, checked to be a listening AF_UNIX SOCK_STREAM socket (else

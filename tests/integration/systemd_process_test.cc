@@ -204,6 +204,8 @@ TEST_F(SystemdProcessTest, AgentReadyAfterFirstCycleThenWatchdogThenStopping) {
   std::vector<std::string> before;
   std::optional<std::string> ready = notify.WaitFor("READY=1", absl::Seconds(20), &before);
   ASSERT_TRUE(ready.has_value()) << agent->Stderr();
+  // The first pet comes from the first completed cycle: it precedes READY.
+  ASSERT_FALSE(before.empty()) << "READY=1 before any cycle had completed";
   for (const std::string& m : before) EXPECT_EQ(m, "WATCHDOG=1") << "sent before READY: " << m;
   EXPECT_TRUE(absl::StrContains(*ready, "STATUS=sampling every 20ms")) << *ready;
   // At READY the first cycle is published and the HTTP port answers.
