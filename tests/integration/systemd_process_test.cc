@@ -218,12 +218,13 @@ TEST_F(SystemdProcessTest, AgentReadyAfterFirstCycleThenWatchdogThenStopping) {
   EXPECT_EQ(testing::HttpGet(port, "/readyz", &status), "ok\n");
   EXPECT_EQ(status, 200);
 
-  // 400ms watchdog: a pet at most every 100ms, and never a gap near the period.
+  // 400ms watchdog: a pet at most every 100ms (so at most 17 in 1.6s), and never a gap as long
+  // as the period, which is what systemd enforces (slack for a loaded test machine).
   std::vector<absl::Time> pets = notify.Pets(absl::Milliseconds(1600));
-  EXPECT_GE(pets.size(), 8u);
+  EXPECT_GE(pets.size(), 6u);
   EXPECT_LE(pets.size(), 17u);
   for (size_t i = 1; i < pets.size(); ++i) {
-    EXPECT_LT(pets[i] - pets[i - 1], absl::Milliseconds(300)) << "gap before pet " << i;
+    EXPECT_LT(pets[i] - pets[i - 1], absl::Milliseconds(400)) << "gap before pet " << i;
   }
 
   const absl::Time term = absl::Now();
