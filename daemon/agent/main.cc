@@ -130,6 +130,18 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
   ringside::daemon::SetLogProgram("ringside-agent");
 
+  // A collectives socket passed by systemd (ringside-collectives.socket). First thing, before
+  // any library can start a thread: reading $LISTEN_* also clears them (unsetenv).
+  absl::StatusOr<ringside::daemon::InheritedSocket> inherited =
+      ringside::daemon::TakeInheritedUnixListener("collectives");
+  if (!inherited.ok()) {
+    LogLine(absl::StrCat("ignoring the socket systemd passed: ", inherited.status().ToString()));
+    inherited = ringside::daemon::InheritedSocket{};
+  } else if (inherited->fd < 0 && inherited->passed > 0) {
+    LogLine(absl::StrCat("systemd passed ", inherited->passed,
+                         " socket(s), none named \"collectives\" (FileDescriptorName=): unused"));
+  }
+
   const std::string output = absl::GetFlag(FLAGS_o);
   if (output != "text" && output != "json") {
     std::fprintf(stderr, "ringside-agent: -o must be text or json, not \"%s\"\n", output.c_str());
@@ -216,17 +228,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // systemd (Type=notify, WatchdogSec=, ringside-collectives.socket); all no-ops without it.
-  // Before any thread: reading $LISTEN_* also clears them.
-  absl::StatusOr<ringside::daemon::InheritedSocket> inherited =
-      ringside::daemon::TakeInheritedUnixListener("collectives");
-  if (!inherited.ok()) {
-    LogLine(absl::StrCat("ignoring the socket systemd passed: ", inherited.status().ToString()));
-    inherited = ringside::daemon::InheritedSocket{};
-  } else if (inherited->fd < 0 && inherited->passed > 0) {
-    LogLine(absl::StrCat("systemd passed ", inherited->passed,
-                         " socket(s), none named \"collectives\" (FileDescriptorName=): unused"));
-  }
+  // systemd (Type=notify, WatchdogSec=); all no-ops without it.
   // Shared with the signal thread, which may run until the process ends.
   auto notifier = std::make_shared<ringside::daemon::SystemdNotifier>();
   const absl::Duration upload_flush_timeout = absl::GetFlag(FLAGS_upload_flush_timeout);
