@@ -27,6 +27,7 @@
 #include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
+#include "daemon/common/progress_watch.h"
 #include "daemon/common/signals.h"
 #include "daemon/common/systemd_notify.h"
 
@@ -277,11 +278,6 @@ int main(int argc, char** argv) {
       LogLine(w);
     }
   }
-  // The watchdog is pet from the aggregator's housekeeping thread (Aggregator::Housekeeping),
-  // after each pass: a pass expires handshakes under the ingest service's lock and lists nodes
-  // under the core's lock, so a wedged ingest path (a lock held forever, a stuck journal append
-  // under the core's lock) stops the pets and systemd restarts the process.
-  o.heartbeat = [notifier] { notifier->PetWatchdog(); };
 
   absl::Notification stop;
   ringside::daemon::InstallStopSignals(&stop, [notifier] {
@@ -380,6 +376,29 @@ int main(int argc, char** argv) {
       o.collectables.push_back(alerts->metrics());
     }
   }
+
+  // The watchdog is pet from the aggregator's housekeeping thread (Aggregator::Housekeeping),
+  // after each pass: a pass expires handshakes under the ingest service's lock and lists nodes
+  // under the core's lock, so a wedged ingest path (a lock held forever, a stuck journal append
+  // under the core's lock) stops the pets and systemd restarts the process. With the detectors,
+  // the pass also checks that the analysis host's flush loop still completes flushes (one per
+  // second; a flush wedged in the incident store or in an alert listener stalls it): after 30s
+  // without one, the pets stop too.
+  auto flushes = std::make_shared<ringside::daemon::ProgressWatch>(absl::Seconds(30));
+  o.heartbeat = [notifier, flushes, host = analysis.get(), stalled = false]() mutable {
+    if (host != nullptr && !flushes->Moving(host->flush_stats().flushes)) {
+      if (!stalled) {
+        LogLine(absl::StrCat("analysis flush loop stuck for ",
+                             absl::FormatDuration(flushes->still_for()),
+                             ": no longer petting the systemd watchdog"));
+      }
+      stalled = true;
+      return;
+    }
+    if (stalled) LogLine("analysis flush loop moving again");
+    stalled = false;
+    notifier->PetWatchdog();
+  };
 
   // The Query API (docs/query-api.md) on the ingest port, and GET /api/v1/incidents.
   ringside::daemon::InstallQueryApi(o, analysis.get());
