@@ -55,8 +55,8 @@ HealthVerdict AgentHealth::Ready() {
   const double fill = up->buffer_capacity > 0 ? 100.0 * static_cast<double>(up->buffer_bytes) /
                                                     static_cast<double>(up->buffer_capacity)
                                               : 0;
-  return {true, absl::StrCat("ok: aggregator not connected, buffering (",
-                             static_cast<int>(fill), "% of the upload buffer)")};
+  return {true, absl::StrCat("ok: aggregator not connected, buffering (", static_cast<int>(fill),
+                             "% of the upload buffer)")};
 }
 
 }  // namespace ringside::daemon

@@ -115,8 +115,8 @@ struct CollectiveListener::Connection {
 absl::StatusOr<std::unique_ptr<CollectiveListener>> CollectiveListener::Start(
     CollectiveListenerOptions options, CollectiveSink sink, std::function<absl::Time()> clock,
     std::function<void(const std::string&)> log) {
-  if (options.inherited_fd >= 0) return Adopt(std::move(options), std::move(sink), std::move(clock),
-                                               std::move(log));
+  if (options.inherited_fd >= 0)
+    return Adopt(std::move(options), std::move(sink), std::move(clock), std::move(log));
   const std::string& path = options.socket_path;
   if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("collectives socket path must be 1 to ",

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -26,12 +26,12 @@
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_collector.h"
 #include "daemon/agent/agent_health.h"
-#include "daemon/agent/link_events.h"
-#include "daemon/agent/exposition.h"
-#include "daemon/agent/render.h"
-#include "daemon/agent/sampler.h"
 #include "daemon/agent/collective_listener.h"
 #include "daemon/agent/collective_metrics.h"
+#include "daemon/agent/exposition.h"
+#include "daemon/agent/link_events.h"
+#include "daemon/agent/render.h"
+#include "daemon/agent/sampler.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/http_server.h"
@@ -395,26 +395,27 @@ int main(int argc, char** argv) {
       return 1;
     }
     http = std::move(*started);
-    http->Handle("/metrics", [collectable, collective_families](const ringside::daemon::HttpRequest&) {
-      std::vector<prometheus::MetricFamily> families = collectable->Collect();
-      if (collective_families) {
-        for (prometheus::MetricFamily& f : collective_families->Collect()) {
-          families.push_back(std::move(f));
-        }
-      }
-      ringside::daemon::HttpResponse r;
-      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = prometheus::TextSerializer().Serialize(families);
-      return r;
-    });
+    http->Handle("/metrics",
+                 [collectable, collective_families](const ringside::daemon::HttpRequest&) {
+                   std::vector<prometheus::MetricFamily> families = collectable->Collect();
+                   if (collective_families) {
+                     for (prometheus::MetricFamily& f : collective_families->Collect()) {
+                       families.push_back(std::move(f));
+                     }
+                   }
+                   ringside::daemon::HttpResponse r;
+                   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+                   r.body = prometheus::TextSerializer().Serialize(families);
+                   return r;
+                 });
     http->Handle("/healthz", [&health](const ringside::daemon::HttpRequest&) {
       return HealthResponse(health.Live());
     });
     http->Handle("/readyz", [&health](const ringside::daemon::HttpRequest&) {
       return HealthResponse(health.Ready());
     });
-    LogLine(absl::StrCat("serving /metrics, /healthz, /readyz on ", listen, " (port ",
-                         http->port(), ")"));
+    LogLine(absl::StrCat("serving /metrics, /healthz, /readyz on ", listen, " (port ", http->port(),
+                         ")"));
   }
   LogLine(absl::StrCat("node ", node, ", sysfs root ", ib.sysfs_root, ", interval ",
                        absl::FormatDuration(interval)));
@@ -428,11 +429,11 @@ int main(int argc, char** argv) {
   }
 
   // Ready: the first cycle is published, /metrics listens, the collectives socket is set up.
-  notifier->Ready(absl::StrCat("sampling every ", absl::FormatDuration(interval),
-                               listen.empty() ? "" : absl::StrCat("; /metrics on ", listen),
-                               collectives ? absl::StrCat("; collectives on ", socket) : "",
-                               uploader ? absl::StrCat("; uploading to ", uploader->options().target)
-                                        : ""));
+  notifier->Ready(
+      absl::StrCat("sampling every ", absl::FormatDuration(interval),
+                   listen.empty() ? "" : absl::StrCat("; /metrics on ", listen),
+                   collectives ? absl::StrCat("; collectives on ", socket) : "",
+                   uploader ? absl::StrCat("; uploading to ", uploader->options().target) : ""));
 
   sampler.Run(stop, on_cycle);
   if (uploader) {

@@ -1,6 +1,7 @@
 // ringside-aggregator as a library: the ingest gRPC server, the journal, the HTTP endpoints
-// (/metrics, /healthz, /readyz, /api/v1/...) and a housekeeping thread, started and stopped as one. main.cc turns flags into AggregatorOptions;
-// tests start one in-process on 127.0.0.1:0 and read its state through core().
+// (/metrics, /healthz, /readyz, /api/v1/...) and a housekeeping thread, started and stopped as one.
+// main.cc turns flags into AggregatorOptions; tests start one in-process on 127.0.0.1:0 and read
+// its state through core().
 //
 //   AggregatorOptions o;
 //   o.listen = "127.0.0.1:0";
@@ -24,10 +25,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/common/http_server.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
+#include "daemon/common/http_server.h"
 #include "daemon/common/tls.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"

@@ -1,7 +1,7 @@
 // ringside-aggregator: receives the agents' streams (gRPC ringside.v1 Ingest on --listen), keeps
 // per-series state and recent collective records and link events, journals payloads durably with
-// --state-dir, and serves /metrics, /healthz, /readyz and /api/v1/... on --http-listen. Flags are parsed
-// here only and turned into AggregatorOptions (docs/aggregator.md).
+// --state-dir, and serves /metrics, /healthz, /readyz and /api/v1/... on --http-listen. Flags are
+// parsed here only and turned into AggregatorOptions (docs/aggregator.md).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -18,13 +18,13 @@
 #include "absl/time/time.h"
 #include "analysis/detection_options.h"
 #include "daemon/aggregator/aggregator.h"
+#include "daemon/aggregator/aggregator_json.h"
+#include "daemon/aggregator/alerts/alert_dispatcher.h"
+#include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/analysis_metrics.h"
 #include "daemon/aggregator/observer_fanout.h"
 #include "daemon/aggregator/query_api.h"
-#include "daemon/aggregator/aggregator_json.h"
-#include "daemon/aggregator/alerts/alert_dispatcher.h"
-#include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
 #include "daemon/common/progress_watch.h"
@@ -272,8 +272,8 @@ int main(int argc, char** argv) {
                          wd > absl::ZeroDuration()
                              ? absl::StrCat(absl::FormatDuration(wd), ", pet by housekeeping")
                              : std::string("off")));
-    if (std::string w = ringside::daemon::WatchdogPeriodWarning(
-            "housekeeping pass", o.housekeeping_interval, wd);
+    if (std::string w = ringside::daemon::WatchdogPeriodWarning("housekeeping pass",
+                                                                o.housekeeping_interval, wd);
         !w.empty()) {
       LogLine(w);
     }
@@ -418,10 +418,10 @@ int main(int argc, char** argv) {
                          " (port ", (*agg)->http_port(), ")"));
   }
   // Ready: the journal is open (replayed), the gRPC and HTTP listeners serve.
-  notifier->Ready(absl::StrCat("ingest on ", o.listen,
-                               o.http_listen.empty() ? "" : absl::StrCat(", HTTP on ", o.http_listen),
-                               o.state_dir.empty() ? ", memory only"
-                                                   : absl::StrCat(", journal in ", o.state_dir)));
+  notifier->Ready(absl::StrCat(
+      "ingest on ", o.listen,
+      o.http_listen.empty() ? "" : absl::StrCat(", HTTP on ", o.http_listen),
+      o.state_dir.empty() ? ", memory only" : absl::StrCat(", journal in ", o.state_dir)));
   stop.WaitForNotification();
   LogLine("stopping: closing sessions and flushing the journal");
   (*agg)->Shutdown();

@@ -14,8 +14,7 @@ namespace ringside::daemon {
 
 class ProgressWatch {
  public:
-  explicit ProgressWatch(absl::Duration stall_after,
-                         std::function<absl::Time()> now = absl::Now);
+  explicit ProgressWatch(absl::Duration stall_after, std::function<absl::Time()> now = absl::Now);
 
   // Observes the counter; true while it moved within stall_after (the first observation counts
   // as a move).

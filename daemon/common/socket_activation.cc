@@ -41,7 +41,8 @@ absl::StatusOr<InheritedSocket> TakeInheritedUnixListener(absl::string_view name
         len > offsetof(sockaddr_un, sun_path)) {
       const size_t n_path = len - offsetof(sockaddr_un, sun_path);
       out.path.assign(addr.sun_path, strnlen(addr.sun_path, n_path));
-      if (out.path.empty() && n_path > 1) out.path = "@" + std::string(addr.sun_path + 1, n_path - 1);
+      if (out.path.empty() && n_path > 1)
+        out.path = "@" + std::string(addr.sun_path + 1, n_path - 1);
     }
     // Ours from now on: not inherited by anything the daemon might exec.
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);

@@ -88,13 +88,13 @@ uint64_t SystemdNotifier::sent() const {
 std::string WatchdogPeriodWarning(absl::string_view loop_name, absl::Duration loop_period,
                                   absl::Duration watchdog_period) {
   if (watchdog_period <= absl::ZeroDuration() || loop_period * 2 <= watchdog_period) return "";
-  return absl::StrCat("warning: the systemd watchdog (WatchdogSec=",
-                      absl::FormatDuration(watchdog_period), ") is pet once per ", loop_name,
-                      " (every ", absl::FormatDuration(loop_period),
-                      "), which cannot happen every half period: systemd will kill this process "
-                      "between ",
-                      loop_name, "s. Set WatchdogSec= to at least ",
-                      absl::FormatDuration(loop_period * 2), " or shorten the ", loop_name, ".");
+  return absl::StrCat(
+      "warning: the systemd watchdog (WatchdogSec=", absl::FormatDuration(watchdog_period),
+      ") is pet once per ", loop_name, " (every ", absl::FormatDuration(loop_period),
+      "), which cannot happen every half period: systemd will kill this process "
+      "between ",
+      loop_name, "s. Set WatchdogSec= to at least ", absl::FormatDuration(loop_period * 2),
+      " or shorten the ", loop_name, ".");
 }
 
 }  // namespace ringside::daemon

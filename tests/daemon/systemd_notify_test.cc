@@ -68,9 +68,9 @@ TEST(SystemdNotifierTest, ReadyStatusStoppingStrings) {
   n.Status("uploading");
   n.Stopping();
   n.Stopping("bye");
-  EXPECT_EQ(f.sent, (std::vector<std::string>{"READY=1\nSTATUS=sampling every 1s second line",
-                                               "STATUS=uploading", "STOPPING=1",
-                                               "STOPPING=1\nSTATUS=bye"}));
+  EXPECT_EQ(f.sent,
+            (std::vector<std::string>{"READY=1\nSTATUS=sampling every 1s second line",
+                                      "STATUS=uploading", "STOPPING=1", "STOPPING=1\nSTATUS=bye"}));
   EXPECT_EQ(n.sent(), 4u);
 }
 

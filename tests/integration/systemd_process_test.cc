@@ -1,20 +1,20 @@
-// The daemons under a stand-in for systemd: the real ringside-agent and ringside-aggregator binaries
-// with $NOTIFY_SOCKET on a datagram socket bound here and $WATCHDOG_USEC, and the agent with a
-// listening socket passed as systemd passes it ($LISTEN_PID/$LISTEN_FDS/$LISTEN_FDNAMES, fd 3).
+// The daemons under a stand-in for systemd: the real ringside-agent and ringside-aggregator
+// binaries with $NOTIFY_SOCKET on a datagram socket bound here and $WATCHDOG_USEC, and the agent
+// with a listening socket passed as systemd passes it ($LISTEN_PID/$LISTEN_FDS/$LISTEN_FDNAMES, fd
+// 3).
 //
 // The sampler hang is real: the agent loads the fake libnvidia-ml through its own dlopen path, and
 // that library reads its config file on every NVML call from the sampling thread. Replacing the
 // file with a FIFO nobody writes blocks the call in open(2), as a wedged driver call would.
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
 
 #include <cstdio>
 #include <cstring>
@@ -283,21 +283,28 @@ TEST_F(SystemdProcessTest, AgentAdoptsTheCollectivesSocketSystemdPasses) {
   // LISTEN_PID must be the agent's pid: sh exports its own and execs the agent in its place.
   const std::string move_fd = lfd == 3 ? "" : absl::StrCat(" 3<&", lfd, " ", lfd, "<&-");
   std::vector<std::string> argv = {
-      "/bin/sh", "-c",
-      "export LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=collectives; exec \"$@\"" + move_fd, "sh",
-      BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree_.path(),
-      "--listen=127.0.0.1:0", "--node-name=n01", "--interval=20ms", "--nvml-library=",
-      "--ethtool-source=off", "--link-events=false",
+      "/bin/sh",
+      "-c",
+      "export LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=collectives; exec \"$@\"" + move_fd,
+      "sh",
+      BinaryPath("daemon/ringside-agent"),
+      "--sysfs-root=" + tree_.path(),
+      "--listen=127.0.0.1:0",
+      "--node-name=n01",
+      "--interval=20ms",
+      "--nvml-library=",
+      "--ethtool-source=off",
+      "--link-events=false",
       "--collectives-socket=" + dir_.path() + "/own.sock"};
   testing::Process agent(argv, out_.path());
   ::close(lfd);  // only the agent holds it now
   const int port = LoggedPort(agent, "serving /metrics", absl::Seconds(20));
   ASSERT_GT(port, 0) << agent.Stderr();
-  EXPECT_TRUE(absl::StrContains(agent.Stderr(), "collective records on " + activated +
-                                                    " (socket from systemd, fd 3)"))
+  EXPECT_TRUE(absl::StrContains(
+      agent.Stderr(), "collective records on " + activated + " (socket from systemd, fd 3)"))
       << agent.Stderr();
-  EXPECT_TRUE(absl::StrContains(agent.Stderr(), "--collectives-socket=" + dir_.path() +
-                                                    "/own.sock ignored"))
+  EXPECT_TRUE(absl::StrContains(agent.Stderr(),
+                                "--collectives-socket=" + dir_.path() + "/own.sock ignored"))
       << agent.Stderr();
   struct stat st;
   EXPECT_NE(::stat((dir_.path() + "/own.sock").c_str(), &st), 0) << "agent made its own socket";
@@ -395,12 +402,12 @@ TEST_F(SystemdProcessTest, AgentReadyzWhileBufferingNotWhileDropping) {
 TEST_F(SystemdProcessTest, AggregatorReadyWatchdogReadyzAndStopping) {
   NotifySocket notify(dir_.path() + "/notify");
   testing::TempDir state;
-  testing::Process agg({"/usr/bin/env", "-u", "WATCHDOG_PID", "NOTIFY_SOCKET=" + notify.path(),
-                        "WATCHDOG_USEC=1000000", BinaryPath("daemon/ringside-aggregator"),
-                        "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-                        "--state-dir=" + state.path(), "--journal-when-full=stop",
-                        "--journal-max-bytes=4096", "--journal-retry-interval=50ms"},
-                       out_.path());
+  testing::Process agg(
+      {"/usr/bin/env", "-u", "WATCHDOG_PID", "NOTIFY_SOCKET=" + notify.path(),
+       "WATCHDOG_USEC=1000000", BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
+       "--http-listen=127.0.0.1:0", "--state-dir=" + state.path(), "--journal-when-full=stop",
+       "--journal-max-bytes=4096", "--journal-retry-interval=50ms"},
+      out_.path());
   std::optional<std::string> ready = notify.WaitFor("READY=1", absl::Seconds(20));
   ASSERT_TRUE(ready.has_value()) << agg.Stderr();
   EXPECT_TRUE(absl::StrContains(*ready, "STATUS=ingest on 127.0.0.1:0")) << *ready;
