@@ -414,8 +414,9 @@ int main(int argc, char** argv) {
     http->Handle("/readyz", [&health](const ringside::daemon::HttpRequest&) {
       return HealthResponse(health.Ready());
     });
-    LogLine(absl::StrCat("serving /metrics, /healthz, /readyz on ", listen, " (port ", http->port(),
-                         ")"));
+    // Parsed by tests, the simulator and the deploy checks: keep "serving /metrics on A (port N)".
+    LogLine(absl::StrCat("serving /metrics on ", listen, " (port ", http->port(),
+                         "), with /healthz and /readyz"));
   }
   LogLine(absl::StrCat("node ", node, ", sysfs root ", ib.sysfs_root, ", interval ",
                        absl::FormatDuration(interval)));
