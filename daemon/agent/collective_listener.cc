@@ -1,6 +1,7 @@
 #include "daemon/agent/collective_listener.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -114,6 +115,8 @@ struct CollectiveListener::Connection {
 absl::StatusOr<std::unique_ptr<CollectiveListener>> CollectiveListener::Start(
     CollectiveListenerOptions options, CollectiveSink sink, std::function<absl::Time()> clock,
     std::function<void(const std::string&)> log) {
+  if (options.inherited_fd >= 0)
+    return Adopt(std::move(options), std::move(sink), std::move(clock), std::move(log));
   const std::string& path = options.socket_path;
   if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("collectives socket path must be 1 to ",
@@ -193,6 +196,41 @@ absl::StatusOr<std::unique_ptr<CollectiveListener>> CollectiveListener::Start(
   return l;
 }
 
+absl::StatusOr<std::unique_ptr<CollectiveListener>> CollectiveListener::Adopt(
+    CollectiveListenerOptions options, CollectiveSink sink, std::function<absl::Time()> clock,
+    std::function<void(const std::string&)> log) {
+  const int fd = options.inherited_fd;
+  int type = 0;
+  socklen_t len = sizeof(type);
+  int listening = 0;
+  socklen_t len_listening = sizeof(listening);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM ||
+      ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len_listening) != 0 ||
+      listening == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("inherited collectives socket (fd ", fd,
+                                                   ") is not a listening stream socket"));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+    return ErrnoStatus("fcntl(inherited collectives socket)");
+  }
+  const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) return ErrnoStatus("eventfd");
+  if (!log) log = [](const std::string& m) { LogLine(m); };
+  std::unique_ptr<CollectiveListener> l(new CollectiveListener(std::move(options), std::move(sink),
+                                                               std::move(clock), std::move(log)));
+  l->listen_fd_ = fd;
+  l->unlink_on_stop_ = false;
+  l->wake_fd_ = wake;
+  {
+    absl::MutexLock lock(&l->mu_);
+    for (const std::string& r : CollectiveRejectionReasons()) l->stats_.rejections[r] = 0;
+  }
+  l->thread_ = std::thread([p = l.get()] { p->Loop(); });
+  return l;
+}
+
 CollectiveListener::CollectiveListener(CollectiveListenerOptions options, CollectiveSink sink,
                                        std::function<absl::Time()> clock,
                                        std::function<void(const std::string&)> log)
@@ -210,7 +248,7 @@ CollectiveListener::~CollectiveListener() {
   connections_.clear();
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
-    ::unlink(options_.socket_path.c_str());
+    if (unlink_on_stop_) ::unlink(options_.socket_path.c_str());
   }
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }

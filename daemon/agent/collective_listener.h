@@ -36,6 +36,11 @@ struct CollectiveListenerOptions {
   // Where the plugins connect (their RINGSIDE_SOCKET). A stale socket file is replaced; a path
   // where another process still listens is an error.
   std::string socket_path = "/run/ringside/collectives.sock";
+  // A listening AF_UNIX stream socket to adopt instead of binding socket_path (systemd socket
+  // activation: the .socket unit made it with its own mode and group). The listener closes it on
+  // stop but never unlinks its file, which belongs to systemd; socket_path and socket_group are
+  // then only for the log.
+  int inherited_fd = -1;
   // The group that owns the socket (a name or a number), so that training processes of that group
   // may connect; empty: the agent's own group. The mode is always 0660.
   std::string socket_group;
@@ -82,13 +87,15 @@ using CollectiveSink = std::function<void(v1::CollectiveBatch)>;
 
 class CollectiveListener {
  public:
-  // Binds the socket and starts the thread. InvalidArgument for a bad path, NotFound for an
+  // Binds the socket (or adopts options.inherited_fd) and starts the thread. InvalidArgument for
+  // a bad path or an inherited fd that is not a stream socket, NotFound for an
   // unknown group, AlreadyExists when another process listens there, or the failing system call.
   static absl::StatusOr<std::unique_ptr<CollectiveListener>> Start(
       CollectiveListenerOptions options, CollectiveSink sink,
       std::function<absl::Time()> clock = absl::Now,
       std::function<void(const std::string&)> log = nullptr);
-  ~CollectiveListener();  // stops the thread, closes every connection, removes the socket file
+  // Stops the thread, closes every connection, removes the socket file (unless inherited).
+  ~CollectiveListener();
   CollectiveListener(const CollectiveListener&) = delete;
   CollectiveListener& operator=(const CollectiveListener&) = delete;
 
@@ -101,6 +108,10 @@ class CollectiveListener {
                      std::function<absl::Time()> clock,
                      std::function<void(const std::string&)> log);
 
+  // Start() with options.inherited_fd: serves that socket.
+  static absl::StatusOr<std::unique_ptr<CollectiveListener>> Adopt(
+      CollectiveListenerOptions options, CollectiveSink sink, std::function<absl::Time()> clock,
+      std::function<void(const std::string&)> log);
   void Loop();
   void Accept();
   // Reads what is available; false when the connection is finished (closed, cut off).
@@ -118,6 +129,7 @@ class CollectiveListener {
   const std::function<absl::Time()> clock_;
   const std::function<void(const std::string&)> log_;
   int listen_fd_ = -1;
+  bool unlink_on_stop_ = true;  // false for an inherited socket
   int wake_fd_ = -1;
   std::vector<std::unique_ptr<Connection>> connections_;  // listener thread only
   struct LogGate {

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -25,23 +25,27 @@
 #include "collectors/infiniband/infiniband_collector.h"
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_collector.h"
-#include "daemon/agent/link_events.h"
-#include "daemon/agent/exposition.h"
-#include "daemon/agent/render.h"
-#include "daemon/agent/sampler.h"
+#include "daemon/agent/agent_health.h"
 #include "daemon/agent/collective_listener.h"
 #include "daemon/agent/collective_metrics.h"
+#include "daemon/agent/exposition.h"
+#include "daemon/agent/link_events.h"
+#include "daemon/agent/render.h"
+#include "daemon/agent/sampler.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/flags.h"
+#include "daemon/common/http_server.h"
 #include "daemon/common/log.h"
 #include "daemon/common/signals.h"
-#include "prometheus/exposer.h"
+#include "daemon/common/socket_activation.h"
+#include "daemon/common/systemd_notify.h"
+#include "prometheus/text_serializer.h"
 
 ABSL_FLAG(std::string, sysfs_root, "/sys", "Folder that stands for /sys.");
 ABSL_FLAG(std::string, procfs_root, "/proc", "Folder that stands for /proc.");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(1), "Sampling interval (e.g. 1s, 100ms, 10ms).");
 ABSL_FLAG(std::string, listen, ":9471",
-          "Address of the /metrics endpoint, [host]:port; empty to serve none.");
+          "Address of /metrics, /healthz and /readyz, [host]:port; empty to serve none.");
 ABSL_FLAG(std::string, node_name, "", "This node's name in every series (default: host name).");
 ABSL_FLAG(bool, once, false, "Print one snapshot and exit.");
 ABSL_FLAG(std::string, o, "text", "Output of --once: text or json.");
@@ -73,7 +77,8 @@ ABSL_FLAG(absl::Duration, upload_backoff_max, absl::Seconds(30),
           "grows 1.6x per failed attempt, with 20% jitter).");
 ABSL_FLAG(std::string, collectives_socket, "/run/ringside/collectives.sock",
           "Unix socket where the NCCL profiler plugin (libringside_nccl.so) sends collective "
-          "records; empty for none.");
+          "records; empty for none. A socket systemd passes with FileDescriptorName=collectives "
+          "is used instead.");
 ABSL_FLAG(std::string, collectives_socket_group, "",
           "Group owning the socket (mode 0660), so training processes of that group may connect; "
           "default: the agent's group.");
@@ -102,10 +107,11 @@ std::string HostName() {
   return buf;
 }
 
-// ":9471" → "9471" (all interfaces); "127.0.0.1:0" stays; civetweb's syntax otherwise.
-std::string CivetAddress(const std::string& listen) {
-  if (absl::StartsWith(listen, ":")) return listen.substr(1);
-  return listen;
+ringside::daemon::HttpResponse HealthResponse(const ringside::daemon::HealthVerdict& v) {
+  ringside::daemon::HttpResponse r;
+  r.status = v.ok ? 200 : 503;
+  r.body = absl::StrCat(v.reason, "\n");
+  return r;
 }
 
 }  // namespace
@@ -123,6 +129,18 @@ int main(int argc, char** argv) {
   std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
   absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
   ringside::daemon::SetLogProgram("ringside-agent");
+
+  // A collectives socket passed by systemd (ringside-collectives.socket). First thing, before
+  // any library can start a thread: reading $LISTEN_* also clears them (unsetenv).
+  absl::StatusOr<ringside::daemon::InheritedSocket> inherited =
+      ringside::daemon::TakeInheritedUnixListener("collectives");
+  if (!inherited.ok()) {
+    LogLine(absl::StrCat("ignoring the socket systemd passed: ", inherited.status().ToString()));
+    inherited = ringside::daemon::InheritedSocket{};
+  } else if (inherited->fd < 0 && inherited->passed > 0) {
+    LogLine(absl::StrCat("systemd passed ", inherited->passed,
+                         " socket(s), none named \"collectives\" (FileDescriptorName=): unused"));
+  }
 
   const std::string output = absl::GetFlag(FLAGS_o);
   if (output != "text" && output != "json") {
@@ -210,8 +228,27 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // systemd (Type=notify, WatchdogSec=); all no-ops without it.
+  // Shared with the signal thread, which may run until the process ends.
+  auto notifier = std::make_shared<ringside::daemon::SystemdNotifier>();
+  const absl::Duration upload_flush_timeout = absl::GetFlag(FLAGS_upload_flush_timeout);
+  if (notifier->active()) {
+    const absl::Duration wd = notifier->watchdog_period();
+    LogLine(absl::StrCat("systemd notification socket set; watchdog ",
+                         wd > absl::ZeroDuration()
+                             ? absl::StrCat(absl::FormatDuration(wd), ", pet after sampling cycles")
+                             : std::string("off")));
+    if (std::string w = ringside::daemon::WatchdogPeriodWarning("sampling cycle", interval, wd);
+        !w.empty()) {
+      LogLine(w);
+    }
+  }
+
   absl::Notification stop;
-  ringside::daemon::InstallStopSignals(&stop);
+  ringside::daemon::InstallStopSignals(&stop, [notifier, upload_flush_timeout] {
+    notifier->Stopping(absl::StrCat("stopping (upload flush at most ",
+                                    absl::FormatDuration(upload_flush_timeout), ")"));
+  });
 
   // Link transitions from netlink and verbs, read as they arrive by their own thread.
   ringside::daemon::LinkEventLog link_log;
@@ -264,12 +301,25 @@ int main(int argc, char** argv) {
 
   // Collective records from the NCCL plugins on this node, forwarded upstream. A socket that
   // cannot be made (no permission, another agent listening) turns collectives off, loudly.
+  // A socket passed by systemd (ringside-collectives.socket) is used as it is: systemd made it
+  // with its mode and group, and owns the file.
   std::unique_ptr<ringside::daemon::CollectiveListener> collectives;
-  if (const std::string socket = absl::GetFlag(FLAGS_collectives_socket); !socket.empty()) {
+  std::string socket = absl::GetFlag(FLAGS_collectives_socket);
+  if (inherited->fd >= 0) {
+    if (!socket.empty() && socket != inherited->path) {
+      LogLine(absl::StrCat("--collectives-socket=", socket, " ignored: systemd passed ",
+                           inherited->path));
+    }
+    socket = inherited->path.empty() ? std::string("(inherited)") : inherited->path;
+  }
+  if (!socket.empty() || inherited->fd >= 0) {
     std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(socket).parent_path(), ec);
+    if (inherited->fd < 0) {
+      std::filesystem::create_directories(std::filesystem::path(socket).parent_path(), ec);
+    }
     ringside::daemon::CollectiveListenerOptions co;
     co.socket_path = socket;
+    co.inherited_fd = inherited->fd;
     co.socket_group = absl::GetFlag(FLAGS_collectives_socket_group);
     co.records_per_second = absl::GetFlag(FLAGS_collectives_rate);
     co.burst_records = absl::GetFlag(FLAGS_collectives_burst);
@@ -282,7 +332,10 @@ int main(int argc, char** argv) {
         absl::Now, [](const std::string& m) { LogLine(m); });
     if (started.ok()) {
       collectives = std::move(*started);
-      LogLine(absl::StrCat("collective records on ", socket));
+      LogLine(absl::StrCat("collective records on ", socket,
+                           inherited->fd >= 0
+                               ? absl::StrCat(" (socket from systemd, fd ", inherited->fd, ")")
+                               : std::string(" (socket created by the agent, mode 0660)")));
     } else {
       LogLine(absl::StrCat("collective listener off: ", started.status().ToString()));
     }
@@ -290,7 +343,20 @@ int main(int argc, char** argv) {
 
   ringside::daemon::RatePrinter rates(static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_rates_top))));
   const bool print_rates = absl::GetFlag(FLAGS_print_rates);
+  ringside::daemon::AgentHealthOptions ho;
+  ho.interval = interval;
+  if (uploader) ho.upload_stats = [up = uploader.get()] { return up->Stats(); };
+  ringside::daemon::AgentHealth health(ho);
+  // STATUS= every 10s after READY's own (sampling thread only).
+  absl::Time last_status = absl::Now();
   auto on_cycle = [&](const std::shared_ptr<const ringside::daemon::AgentSnapshot>& snap) {
+    // After every completed cycle, on the sampling thread: a hung collector stops both.
+    health.OnCycle();
+    notifier->PetWatchdog();
+    if (notifier->active() && snap->timestamp - last_status >= absl::Seconds(10)) {
+      last_status = snap->timestamp;
+      notifier->Status(absl::StrCat("cycle ", snap->cycle, "; ", health.Ready().reason));
+    }
     // Switch-side transitions the fabric scan saw join the same transition log.
     if (fabric_scan != nullptr) {
       std::vector<ringside::collectors::LinkEvent> events = fabric_scan->TakeEvents();
@@ -308,7 +374,7 @@ int main(int argc, char** argv) {
   // series; Run() goes on one interval after it.
   on_cycle(sampler.RunOnce());
 
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<ringside::daemon::HttpServer> http;
   ringside::daemon::ExpositionOptions eo;
   eo.version = RINGSIDE_VERSION;
   eo.links = link_reader ? &link_log : nullptr;
@@ -316,21 +382,41 @@ int main(int argc, char** argv) {
   if (uploader) eo.extra_families = [up = uploader.get()] { return up->MetricFamilies(); };
   auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(&sampler, eo);
   const std::string listen = absl::GetFlag(FLAGS_listen);
+  std::shared_ptr<prometheus::Collectable> collective_families;
+  if (collectives) {
+    collective_families =
+        std::make_shared<ringside::daemon::CollectiveListenerCollectable>(collectives.get(), node);
+  }
   if (!listen.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(CivetAddress(listen), 2);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ringside-agent: cannot listen on %s: %s\n", listen.c_str(), e.what());
+    absl::StatusOr<std::unique_ptr<ringside::daemon::HttpServer>> started =
+        ringside::daemon::HttpServer::Start(listen, 2);
+    if (!started.ok()) {
+      std::fprintf(stderr, "ringside-agent: %s\n", std::string(started.status().message()).c_str());
       return 1;
     }
-    exposer->RegisterCollectable(collectable);
-    if (collectives) {
-      exposer->RegisterCollectable(
-          std::make_shared<ringside::daemon::CollectiveListenerCollectable>(collectives.get(), node));
-    }
-    std::vector<int> ports = exposer->GetListeningPorts();
-    LogLine(absl::StrCat("serving /metrics on ", listen, " (port ",
-                         ports.empty() ? 0 : ports.front(), ")"));
+    http = std::move(*started);
+    http->Handle("/metrics",
+                 [collectable, collective_families](const ringside::daemon::HttpRequest&) {
+                   std::vector<prometheus::MetricFamily> families = collectable->Collect();
+                   if (collective_families) {
+                     for (prometheus::MetricFamily& f : collective_families->Collect()) {
+                       families.push_back(std::move(f));
+                     }
+                   }
+                   ringside::daemon::HttpResponse r;
+                   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+                   r.body = prometheus::TextSerializer().Serialize(families);
+                   return r;
+                 });
+    http->Handle("/healthz", [&health](const ringside::daemon::HttpRequest&) {
+      return HealthResponse(health.Live());
+    });
+    http->Handle("/readyz", [&health](const ringside::daemon::HttpRequest&) {
+      return HealthResponse(health.Ready());
+    });
+    // Parsed by tests, the simulator and the deploy checks: keep "serving /metrics on A (port N)".
+    LogLine(absl::StrCat("serving /metrics on ", listen, " (port ", http->port(),
+                         "), with /healthz and /readyz"));
   }
   LogLine(absl::StrCat("node ", node, ", sysfs root ", ib.sysfs_root, ", interval ",
                        absl::FormatDuration(interval)));
@@ -343,11 +429,19 @@ int main(int argc, char** argv) {
     }).detach();
   }
 
+  // Ready: the first cycle is published, /metrics listens, the collectives socket is set up.
+  notifier->Ready(
+      absl::StrCat("sampling every ", absl::FormatDuration(interval),
+                   listen.empty() ? "" : absl::StrCat("; /metrics on ", listen),
+                   collectives ? absl::StrCat("; collectives on ", socket) : "",
+                   uploader ? absl::StrCat("; uploading to ", uploader->options().target) : ""));
+
   sampler.Run(stop, on_cycle);
   if (uploader) {
     // Bounded: what the aggregator has not acknowledged by then is lost (and logged).
-    uploader->Shutdown(absl::GetFlag(FLAGS_upload_flush_timeout));
+    uploader->Shutdown(upload_flush_timeout);
   }
+  http.reset();
   LogLine("stopped");
   return 0;
 }

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/aggregator/aggregator_json.h"
 #include "daemon/aggregator/aggregator_metrics.h"
-#include "daemon/aggregator/http_server.h"
 #include "daemon/aggregator/ingest_service.h"
+#include "daemon/common/http_server.h"
 #include "daemon/common/log.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -133,6 +133,13 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
       r.body = "ok\n";
       return r;
     });
+    a->http_->Handle("/readyz", [self](const HttpRequest&) {
+      HttpResponse r;
+      const std::string why = self->NotReadyReason();
+      r.status = why.empty() ? 200 : 503;
+      r.body = why.empty() ? "ok\n" : absl::StrCat(why, "\n");
+      return r;
+    });
     a->http_->Handle("/api/v1/nodes", [core](const HttpRequest&) {
       HttpResponse r;
       r.content_type = "application/json";
@@ -179,6 +186,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
     for (const auto& [path, handler] : o.http_handlers) a->http_->Handle(path, handler);
   }
 
+  a->serving_ = true;
   a->housekeeping_ = std::thread([p = a.get()] { p->Housekeeping(); });
   return a;
 }
@@ -198,12 +206,14 @@ void Aggregator::Housekeeping() {
         Log(absl::StrCat("node ", n.node, " reports again"));
       }
     }
+    if (options_.heartbeat) options_.heartbeat();
   }
 }
 
 void Aggregator::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  serving_ = false;
   for (const std::function<void()>& hook : options_.on_shutdown) {
     if (hook) hook();
   }
@@ -228,6 +238,19 @@ std::vector<prometheus::MetricFamily> Aggregator::CollectMetrics() const {
                     std::make_move_iterator(more.end()));
   }
   return families;
+}
+
+std::string Aggregator::NotReadyReason() const {
+  if (!serving_) return "not serving: the gRPC server is stopped";
+  if (!options_.state_dir.empty()) {
+    if (journal_ == nullptr) return "journal not open";
+    const JournalStats j = journal_->stats();
+    if (!j.healthy) {
+      return absl::StrCat("journal cannot be written (payloads are not acknowledged): ",
+                          j.last_error.empty() ? "unknown error" : j.last_error);
+    }
+  }
+  return "";
 }
 
 std::string Aggregator::MetricsText() const {

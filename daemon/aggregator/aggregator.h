@@ -1,6 +1,7 @@
-// ringside-aggregator as a library: the ingest gRPC server, the journal, the HTTP endpoints and a
-// housekeeping thread, started and stopped as one. main.cc turns flags into AggregatorOptions;
-// tests start one in-process on 127.0.0.1:0 and read its state through core().
+// ringside-aggregator as a library: the ingest gRPC server, the journal, the HTTP endpoints
+// (/metrics, /healthz, /readyz, /api/v1/...) and a housekeeping thread, started and stopped as one.
+// main.cc turns flags into AggregatorOptions; tests start one in-process on 127.0.0.1:0 and read
+// its state through core().
 //
 //   AggregatorOptions o;
 //   o.listen = "127.0.0.1:0";
@@ -13,6 +14,7 @@
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_AGGREGATOR_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_AGGREGATOR_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,10 +25,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/aggregator/http_server.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
+#include "daemon/common/http_server.h"
 #include "daemon/common/tls.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -67,6 +69,10 @@ struct AggregatorOptions {
   std::string state_dir;
   JournalOptions journal;  // dir, watermarks and log are filled in by Start()
   absl::Duration housekeeping_interval = absl::Milliseconds(500);
+  // Runs on the housekeeping thread after every pass (main.cc pets the systemd watchdog here). A
+  // pass takes the ingest service's and the core's locks, so a deadlocked or wedged ingest path
+  // stops the calls. Must not block.
+  std::function<void()> heartbeat;
   // Sees every accepted sample, collective batch and link-event batch (the analysis host); may be
   // null. Must outlive the aggregator.
   IngestObserver* observer = nullptr;
@@ -109,6 +115,9 @@ class Aggregator {
   // What /metrics serves, as families and as Prometheus text.
   std::vector<prometheus::MetricFamily> CollectMetrics() const;
   std::string MetricsText() const;
+  // Why the aggregator cannot take data now (what /readyz answers 503 with), or "" when it can:
+  // the gRPC server is listening and, with a state dir, the journal's last write succeeded.
+  std::string NotReadyReason() const;
   // What the replay at Start() found.
   const JournalReadStats& replay_stats() const { return replay_stats_; }
   const AggregatorOptions& options() const { return options_; }
@@ -133,6 +142,7 @@ class Aggregator {
   absl::Notification stop_;
   std::thread housekeeping_;
   bool shut_down_ = false;
+  std::atomic<bool> serving_{false};  // gRPC server started and not shut down
 };
 
 // ":9472" → "[::]:9472" (every interface), anything else unchanged: gRPC's address syntax.

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "analysis/incidents.h"
-#include "daemon/aggregator/http_server.h"
+#include "daemon/common/http_server.h"
 
 namespace ringside::daemon {
 

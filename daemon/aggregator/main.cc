@@ -1,7 +1,7 @@
 // ringside-aggregator: receives the agents' streams (gRPC ringside.v1 Ingest on --listen), keeps
 // per-series state and recent collective records and link events, journals payloads durably with
-// --state-dir, and serves /metrics, /healthz and /api/v1/... on --http-listen. Flags are parsed
-// here only and turned into AggregatorOptions (docs/aggregator.md).
+// --state-dir, and serves /metrics, /healthz, /readyz and /api/v1/... on --http-listen. Flags are
+// parsed here only and turned into AggregatorOptions (docs/aggregator.md).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -18,21 +18,23 @@
 #include "absl/time/time.h"
 #include "analysis/detection_options.h"
 #include "daemon/aggregator/aggregator.h"
+#include "daemon/aggregator/aggregator_json.h"
+#include "daemon/aggregator/alerts/alert_dispatcher.h"
+#include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/analysis_metrics.h"
 #include "daemon/aggregator/observer_fanout.h"
 #include "daemon/aggregator/query_api.h"
-#include "daemon/aggregator/aggregator_json.h"
-#include "daemon/aggregator/alerts/alert_dispatcher.h"
-#include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/log.h"
+#include "daemon/common/progress_watch.h"
 #include "daemon/common/signals.h"
+#include "daemon/common/systemd_notify.h"
 
 ABSL_FLAG(std::string, listen, ":9472",
           "gRPC ingest address, [host]:port (port 0 picks a free one).");
 ABSL_FLAG(std::string, http_listen, ":9473",
-          "Address of /metrics, /healthz and /api/v1/...; empty to serve none.");
+          "Address of /metrics, /healthz, /readyz and /api/v1/...; empty to serve none.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the aggregator.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of the aggregator.");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -260,8 +262,27 @@ int main(int argc, char** argv) {
   o.keepalive.timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   o.version = RINGSIDE_VERSION;
 
+  // systemd (Type=notify, WatchdogSec=): READY=1 once serving, WATCHDOG=1 from the housekeeping
+  // thread, STOPPING=1 on SIGTERM; all no-ops without $NOTIFY_SOCKET. Shared with the signal
+  // thread, which may run until the process ends.
+  auto notifier = std::make_shared<ringside::daemon::SystemdNotifier>();
+  if (notifier->active()) {
+    const absl::Duration wd = notifier->watchdog_period();
+    LogLine(absl::StrCat("systemd notification socket set; watchdog ",
+                         wd > absl::ZeroDuration()
+                             ? absl::StrCat(absl::FormatDuration(wd), ", pet by housekeeping")
+                             : std::string("off")));
+    if (std::string w = ringside::daemon::WatchdogPeriodWarning("housekeeping pass",
+                                                                o.housekeeping_interval, wd);
+        !w.empty()) {
+      LogLine(w);
+    }
+  }
+
   absl::Notification stop;
-  ringside::daemon::InstallStopSignals(&stop);
+  ringside::daemon::InstallStopSignals(&stop, [notifier] {
+    notifier->Stopping("stopping: closing sessions and flushing the journal");
+  });
 
   // Declared before the analysis host so that it outlives the host's listener (alerts below).
   std::unique_ptr<ringside::daemon::AlertDispatcher> alerts;
@@ -356,6 +377,29 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The watchdog is pet from the aggregator's housekeeping thread (Aggregator::Housekeeping),
+  // after each pass: a pass expires handshakes under the ingest service's lock and lists nodes
+  // under the core's lock, so a wedged ingest path (a lock held forever, a stuck journal append
+  // under the core's lock) stops the pets and systemd restarts the process. With the detectors,
+  // the pass also checks that the analysis host's flush loop still completes flushes (one per
+  // second; a flush wedged in the incident store or in an alert listener stalls it): after 30s
+  // without one, the pets stop too.
+  auto flushes = std::make_shared<ringside::daemon::ProgressWatch>(absl::Seconds(30));
+  o.heartbeat = [notifier, flushes, host = analysis.get(), stalled = false]() mutable {
+    if (host != nullptr && !flushes->Moving(host->flush_stats().flushes)) {
+      if (!stalled) {
+        LogLine(absl::StrCat("analysis flush loop stuck for ",
+                             absl::FormatDuration(flushes->still_for()),
+                             ": no longer petting the systemd watchdog"));
+      }
+      stalled = true;
+      return;
+    }
+    if (stalled) LogLine("analysis flush loop moving again");
+    stalled = false;
+    notifier->PetWatchdog();
+  };
+
   // The Query API (docs/query-api.md) on the ingest port, and GET /api/v1/incidents.
   ringside::daemon::InstallQueryApi(o, analysis.get());
 
@@ -369,9 +413,15 @@ int main(int argc, char** argv) {
       "ingest (gRPC) listening on ", o.listen, " (port ", (*agg)->grpc_port(), ")",
       o.tls.ca_file.empty() ? (o.tls.cert_file.empty() ? ", plaintext" : ", TLS") : ", mTLS"));
   if (!o.http_listen.empty()) {
+    // The wording is parsed by tests and the simulator: keep "HTTP (a, b, c) listening on".
     LogLine(absl::StrCat("HTTP (/metrics, /healthz, /api/v1) listening on ", o.http_listen,
                          " (port ", (*agg)->http_port(), ")"));
   }
+  // Ready: the journal is open (replayed), the gRPC and HTTP listeners serve.
+  notifier->Ready(absl::StrCat(
+      "ingest on ", o.listen,
+      o.http_listen.empty() ? "" : absl::StrCat(", HTTP on ", o.http_listen),
+      o.state_dir.empty() ? ", memory only" : absl::StrCat(", journal in ", o.state_dir)));
   stop.WaitForNotification();
   LogLine("stopping: closing sessions and flushing the journal");
   (*agg)->Shutdown();

@@ -1,4 +1,4 @@
-#include "daemon/aggregator/http_server.h"
+#include "daemon/common/http_server.h"
 
 #include <CivetServer.h>
 #include <civetweb.h>

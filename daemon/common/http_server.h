@@ -1,8 +1,8 @@
-// A small HTTP server (civetweb, the one prometheus-cpp's Exposer runs on) for the aggregator's
+// A small HTTP server (civetweb, the one prometheus-cpp's Exposer runs on) for the daemons'
 // /metrics, /healthz and JSON debug endpoints. Handlers run on civetweb's threads and must not
 // block for long.
-#ifndef RINGSIDE_DAEMON_AGGREGATOR_HTTP_SERVER_H_
-#define RINGSIDE_DAEMON_AGGREGATOR_HTTP_SERVER_H_
+#ifndef RINGSIDE_DAEMON_COMMON_HTTP_SERVER_H_
+#define RINGSIDE_DAEMON_COMMON_HTTP_SERVER_H_
 
 #include <functional>
 #include <map>
@@ -55,4 +55,4 @@ std::string CivetListenAddress(const std::string& listen);
 
 }  // namespace ringside::daemon
 
-#endif  // RINGSIDE_DAEMON_AGGREGATOR_HTTP_SERVER_H_
+#endif  // RINGSIDE_DAEMON_COMMON_HTTP_SERVER_H_
