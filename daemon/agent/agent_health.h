@@ -11,8 +11,10 @@
 #define RINGSIDE_DAEMON_AGENT_AGENT_HEALTH_H_
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -22,6 +24,11 @@
 
 namespace ringside::daemon {
 
+struct ReplicaUploadStats {
+  std::string target;  // host:port
+  UploaderStats stats;
+};
+
 struct AgentHealthOptions {
   absl::Duration interval = absl::Seconds(1);  // the sampling interval
   // Live while a cycle completed within max(stale_cycles x interval, min_stale_after).
@@ -29,8 +36,8 @@ struct AgentHealthOptions {
   absl::Duration min_stale_after = absl::Seconds(10);
   // Not ready while the upload buffer dropped a message within this long.
   absl::Duration drop_window = absl::Seconds(60);
-  // The uploader's stats; unset when the agent uploads nowhere.
-  std::function<UploaderStats()> upload_stats;
+  // Each aggregator replica's uploader stats; unset when the agent uploads nowhere.
+  std::function<std::vector<ReplicaUploadStats>()> upload_stats;
   std::function<absl::Time()> now = absl::Now;
 };
 
@@ -57,9 +64,12 @@ class AgentHealth {
   mutable absl::Mutex mu_;
   absl::Time last_cycle_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t cycles_ ABSL_GUARDED_BY(mu_) = 0;
-  // Upload drops as last seen by Ready(), and when they last grew.
-  std::optional<uint64_t> seen_drops_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_drop_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Per replica: upload drops as last seen by Ready(), and when they last grew.
+  struct DropWatch {
+    std::optional<uint64_t> seen;
+    absl::Time last = absl::InfinitePast();
+  };
+  std::map<std::string, DropWatch> drops_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringside::daemon

@@ -32,6 +32,7 @@
 #include "daemon/agent/link_events.h"
 #include "daemon/agent/render.h"
 #include "daemon/agent/sampler.h"
+#include "daemon/agent/upload_fanout.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/http_server.h"
@@ -65,11 +66,12 @@ ABSL_FLAG(bool, link_events, true,
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
           "List ports and counter files again at this interval.");
 ABSL_FLAG(std::string, aggregator, "",
-          "Stream samples, link events and collective records to this aggregator (host:port); "
-          "empty: no upload.");
+          "Stream samples, link events and collective records to this aggregator (host:port), or "
+          "to every replica of its shard (host:port,host:port: each gets everything, through "
+          "its own buffer); empty: no upload.");
 ABSL_FLAG(int64_t, upload_buffer, int64_t{64} << 20,
-          "Memory (bytes) for messages the aggregator has not acknowledged yet; when full, the "
-          "oldest sample batches are dropped first.");
+          "Memory (bytes) for messages the aggregator has not acknowledged yet, per replica; when "
+          "full, the oldest sample batches are dropped first.");
 ABSL_FLAG(absl::Duration, upload_flush_timeout, absl::Seconds(2),
           "On SIGTERM, wait this long for the aggregator to acknowledge what is buffered.");
 ABSL_FLAG(absl::Duration, upload_backoff_max, absl::Seconds(30),
@@ -270,15 +272,23 @@ int main(int argc, char** argv) {
   }
 
   // Streaming to the aggregator (declared before the exposer, which reads its stats).
-  std::unique_ptr<ringside::daemon::Uploader> uploader;
+  // Every listed aggregator is a replica of this node's shard and gets everything, each through
+  // its own buffer (upload_fanout.h).
+  std::unique_ptr<ringside::daemon::UploadFanout> uploader;
   if (const std::string aggregator = absl::GetFlag(FLAGS_aggregator); !aggregator.empty()) {
     const int64_t buffer = absl::GetFlag(FLAGS_upload_buffer);
     if (buffer < (int64_t{1} << 20)) {
       std::fprintf(stderr, "ringside-agent: --upload-buffer must be at least 1048576 bytes\n");
       return 2;
     }
+    absl::StatusOr<std::vector<std::string>> targets =
+        ringside::daemon::ParseAggregatorList(aggregator);
+    if (!targets.ok()) {
+      std::fprintf(stderr, "ringside-agent: --aggregator=%s: %s\n", aggregator.c_str(),
+                   targets.status().ToString().c_str());
+      return 2;
+    }
     ringside::daemon::UploaderOptions uo;
-    uo.target = aggregator;
     uo.node = node;
     uo.agent_version = RINGSIDE_VERSION;
     uo.buffer_bytes = static_cast<size_t>(buffer);
@@ -287,16 +297,19 @@ int main(int argc, char** argv) {
     uo.tls.key_file = absl::GetFlag(FLAGS_tls_key);
     uo.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
     uo.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
-    absl::StatusOr<std::unique_ptr<ringside::daemon::Uploader>> up =
-        ringside::daemon::Uploader::Create(std::move(uo), link_reader ? &link_log : nullptr);
+    absl::StatusOr<std::unique_ptr<ringside::daemon::UploadFanout>> up =
+        ringside::daemon::UploadFanout::Create(uo, *targets, link_reader ? &link_log : nullptr);
     if (!up.ok()) {
       std::fprintf(stderr, "ringside-agent: --aggregator=%s: %s\n", aggregator.c_str(),
                    up.status().ToString().c_str());
       return 2;
     }
     uploader = std::move(*up);
-    LogLine(absl::StrCat("uploading to ", aggregator, " (agent epoch ", uploader->agent_epoch(),
-                         ", buffer ", buffer, " bytes)"));
+    for (size_t i = 0; i < uploader->size(); ++i) {
+      LogLine(absl::StrCat("uploading to ", uploader->replica(i).options().target,
+                           " (agent epoch ", uploader->replica(i).agent_epoch(), ", buffer ",
+                           buffer, " bytes)"));
+    }
   }
 
   // Collective records from the NCCL plugins on this node, forwarded upstream. A socket that
@@ -345,7 +358,15 @@ int main(int argc, char** argv) {
   const bool print_rates = absl::GetFlag(FLAGS_print_rates);
   ringside::daemon::AgentHealthOptions ho;
   ho.interval = interval;
-  if (uploader) ho.upload_stats = [up = uploader.get()] { return up->Stats(); };
+  if (uploader) {
+    ho.upload_stats = [up = uploader.get()] {
+      std::vector<ringside::daemon::ReplicaUploadStats> out;
+      for (size_t i = 0; i < up->size(); ++i) {
+        out.push_back({up->replica(i).options().target, up->replica(i).Stats()});
+      }
+      return out;
+    };
+  }
   ringside::daemon::AgentHealth health(ho);
   // STATUS= every 10s after READY's own (sampling thread only).
   absl::Time last_status = absl::Now();
@@ -434,7 +455,7 @@ int main(int argc, char** argv) {
       absl::StrCat("sampling every ", absl::FormatDuration(interval),
                    listen.empty() ? "" : absl::StrCat("; /metrics on ", listen),
                    collectives ? absl::StrCat("; collectives on ", socket) : "",
-                   uploader ? absl::StrCat("; uploading to ", uploader->options().target) : ""));
+                   uploader ? absl::StrCat("; uploading to ", absl::GetFlag(FLAGS_aggregator)) : ""));
 
   sampler.Run(stop, on_cycle);
   if (uploader) {

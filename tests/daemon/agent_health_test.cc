@@ -16,11 +16,19 @@ class AgentHealthTest : public ::testing::Test {
     AgentHealthOptions o;
     o.interval = absl::Seconds(1);
     o.now = [this] { return now_; };
-    if (upload) o.upload_stats = [this] { return stats_; };
+    if (upload) {
+      o.upload_stats = [this] {
+        std::vector<ReplicaUploadStats> out{{"a:9472", stats_}};
+        if (two_replicas_) out.push_back({"b:9472", second_});
+        return out;
+      };
+    }
     return o;
   }
   absl::Time now_ = absl::FromUnixSeconds(1000);
   UploaderStats stats_;
+  bool two_replicas_ = false;
+  UploaderStats second_;
 };
 
 TEST_F(AgentHealthTest, LiveUntilTheSamplerStopsCompletingCycles) {
@@ -85,6 +93,29 @@ TEST_F(AgentHealthTest, DropsSeenAtTheFirstCheckCountAsRecent) {
   h.OnCycle();
   stats_.dropped[0].messages = 5;
   EXPECT_FALSE(h.Ready().ok);
+}
+
+// Two replicas of the shard: ready while either gets the data; each replica's drops are its own.
+TEST_F(AgentHealthTest, ReadyWhileAnyReplicaGetsTheData) {
+  two_replicas_ = true;
+  AgentHealth h(Options(true));
+  h.OnCycle();
+  stats_.connected = true;
+  second_.buffer_capacity = 1000;
+  second_.dropped[0].messages = 2;  // b has been down long enough to drop
+  HealthVerdict v = h.Ready();
+  EXPECT_TRUE(v.ok);
+  EXPECT_EQ(v.reason,
+            "ok: a:9472 connected to the aggregator; b:9472 aggregator not connected and the "
+            "upload buffer is full: dropping messages (2 dropped since start)");
+  stats_.connected = false;  // a goes down too, within its buffer: still ready
+  EXPECT_TRUE(h.Ready().ok);
+  stats_.dropped[0].messages = 1;  // now both drop
+  v = h.Ready();
+  EXPECT_FALSE(v.ok);
+  EXPECT_TRUE(absl::StartsWith(v.reason, "no aggregator replica gets the data: a:9472 ")) << v.reason;
+  now_ += absl::Seconds(61);  // neither dropped for a minute
+  EXPECT_TRUE(h.Ready().ok);
 }
 
 }  // namespace
