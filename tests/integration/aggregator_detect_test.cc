@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <regex>
 #include <string>
 #include <vector>
@@ -44,6 +46,108 @@ std::unique_ptr<testing::Process> StartAgent(const std::string& tree, const std:
                                "--ethtool-source=off", "--link-events=false",
                                "--collectives-socket="},
       cwd);
+}
+
+// A replica of the shard: aggregator on loopback with a fixed gRPC port (0: any) and an HTTP port.
+struct Replica {
+  std::unique_ptr<testing::Process> proc;
+  std::string grpc;
+  int http = 0;
+};
+Replica StartReplica(const std::string& state, const std::string& cwd,
+                     const std::string& grpc_port = "0") {
+  Replica r;
+  r.proc = std::make_unique<testing::Process>(
+      std::vector<std::string>{BinaryPath("daemon/ringside-aggregator"),
+                               "--listen=127.0.0.1:" + grpc_port, "--http-listen=127.0.0.1:0",
+                               "--state-dir=" + state},
+      cwd);
+  r.grpc = IngestPort(*r.proc);
+  if (!r.proc->WaitForStderr("HTTP (/metrics", absl::Seconds(20))) return r;
+  std::smatch m;
+  const std::string err = r.proc->Stderr();
+  if (std::regex_search(err, m,
+                        std::regex("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)"))) {
+    r.http = std::stoi(m[1].str());
+  }
+  return r;
+}
+
+// kind → key of every incident a replica holds (open or resolved).
+std::map<std::string, std::set<std::string>> KeysByKind(int http_port) {
+  std::map<std::string, std::set<std::string>> out;
+  const std::string body = testing::HttpGet(http_port, "/api/v1/incidents?limit=100");
+  std::regex one("\"id\":[0-9]+,\"key\":\"([0-9a-f]{16})\",\"kind\":\"([a-z_]+)\"");
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), one); it != std::sregex_iterator();
+       ++it) {
+    out[(*it)[2].str()].insert((*it)[1].str());
+  }
+  return out;
+}
+
+// Two replicas of one shard (issue #14): the agent streams everything to both. Replica B is down
+// while the port flaps and comes back later with an empty state dir: it gets what it missed from
+// the agent's buffer for it, raises the same incidents as A, with the same keys (so Alertmanager
+// would see one alert), and A was never held up by B being down.
+TEST(AggregatorDetectTest, ReplicasOfAShardRaiseTheSameIncidentsWithTheSameKeys) {
+  testing::TempDir dir;
+  testing::TempDir tree;
+  sim::SysfsTreeWriter w(tree.path());
+  ASSERT_TRUE(w.AddHca(sim::HcaSpec{}).ok());
+  Replica a = StartReplica(dir.path() + "/a", dir.path());
+  ASSERT_FALSE(a.grpc.empty()) << a.proc->Stderr();
+  ASSERT_GT(a.http, 0) << a.proc->Stderr();
+  // B: started once to learn a free port, then killed before the agent starts.
+  Replica b = StartReplica(dir.path() + "/b-first", dir.path());
+  ASSERT_FALSE(b.grpc.empty()) << b.proc->Stderr();
+  const std::string b_port = b.grpc;
+  b.proc->Signal(SIGKILL);
+  b.proc->Wait(absl::Seconds(10));
+
+  auto agent = std::make_unique<testing::Process>(
+      std::vector<std::string>{BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
+                               "--node-name=flappy",
+                               "--aggregator=127.0.0.1:" + a.grpc + ",127.0.0.1:" + b_port,
+                               "--interval=100ms", "--listen=", "--nvml-library=",
+                               "--ethtool-source=off", "--link-events=false",
+                               "--collectives-socket=", "--upload-backoff-max=500ms"},
+      dir.path());
+  absl::SleepFor(absl::Seconds(1));
+  auto flap = [&] {
+    ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 2).ok());
+    absl::SleepFor(absl::Milliseconds(500));
+    ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 4, 5).ok());
+    absl::SleepFor(absl::Milliseconds(500));
+  };
+  flap();
+  flap();
+  ASSERT_TRUE(a.proc->WaitForStderr("opened: link_flapping", absl::Seconds(20)))
+      << a.proc->Stderr() << agent->Stderr();
+
+  // B comes back on its port with nothing: the agent resends what B never acknowledged.
+  b = StartReplica(dir.path() + "/b", dir.path(), b_port);
+  ASSERT_EQ(b.grpc, b_port) << b.proc->Stderr();
+  ASSERT_TRUE(b.proc->WaitForStderr("opened: link_flapping", absl::Seconds(30)))
+      << b.proc->Stderr() << agent->Stderr();
+  std::map<std::string, std::set<std::string>> ka, kb;
+  // Compare once both have settled on the same set (the flapping incident may still be updating).
+  for (int i = 0; i < 50; ++i) {
+    ka = KeysByKind(a.http);
+    kb = KeysByKind(b.http);
+    if (ka == kb && ka.count("link_flapping")) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(ka.count("link_down")) << testing::HttpGet(a.http, "/api/v1/incidents");
+  ASSERT_TRUE(ka.count("link_flapping")) << testing::HttpGet(a.http, "/api/v1/incidents");
+  EXPECT_EQ(ka, kb) << "A: " << testing::HttpGet(a.http, "/api/v1/incidents")
+                    << "\nB: " << testing::HttpGet(b.http, "/api/v1/incidents");
+
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(absl::Seconds(20)), 0) << agent->Stderr();
+  for (Replica* r : {&a, &b}) {
+    r->proc->Signal(SIGTERM);
+    EXPECT_EQ(r->proc->Wait(absl::Seconds(20)), 0) << r->proc->Stderr();
+  }
 }
 
 TEST(AggregatorDetectTest, FlappingPortOpensLinkDownThenLinkFlapping) {
