@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/sqlite_incident_store.h"
+#include "daemon/aggregator/peer_incidents.h"
 
 namespace ringside::daemon {
 namespace {
@@ -45,6 +46,15 @@ absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOp
     auto store = analysis::SqliteIncidentStore::Open(host->options_.state_dir);
     if (!store.ok()) return store.status();
     host->store_ = std::move(*store);
+    absl::StatusOr<size_t> adopted = AdoptIncidents(*host->store_, host->options_.adopt);
+    if (!adopted.ok()) return adopted.status();
+    if (!host->options_.adopt.empty()) {
+      host->options_.log(absl::StrCat("took over ", *adopted, " open incidents from the peers (",
+                                      host->options_.adopt.size() - *adopted,
+                                      " were open here already)"));
+    }
+  } else if (!host->options_.adopt.empty()) {
+    host->options_.log("the peers' open incidents are not taken over without --state-dir");
   }
   if (!host->options_.topology_file.empty()) {
     std::ifstream in(host->options_.topology_file);

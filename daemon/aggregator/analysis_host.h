@@ -33,6 +33,9 @@ struct AnalysisHostOptions {
   bool skip_quiet_steps = true;
   std::function<absl::Time()> now = absl::Now;
   std::function<void(const std::string&)> log;
+  // Incidents open on the other replicas of this shard, taken over at start (peer_incidents.h;
+  // needs state_dir).
+  std::vector<analysis::Incident> adopt;
 };
 
 class AnalysisHost final : public IngestObserver {

@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -22,6 +23,7 @@
 #include "daemon/aggregator/alerts/alert_dispatcher.h"
 #include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/aggregator/analysis_host.h"
+#include "daemon/aggregator/peer_incidents.h"
 #include "daemon/aggregator/analysis_metrics.h"
 #include "daemon/aggregator/observer_fanout.h"
 #include "daemon/aggregator/query_api.h"
@@ -41,6 +43,12 @@ ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA: agents must present a certificate it signed (mTLS), and the node name in their "
           "Hello must match it.");
 ABSL_FLAG(bool, allow_insecure, false, "Allow plaintext on a non-loopback --listen.");
+ABSL_FLAG(std::string, peers, "",
+          "The other replicas of this aggregator's shard (host:port of their gRPC, comma-"
+          "separated): at start, before alerting, their open incidents are taken over, so a "
+          "restarted or replaced replica pages nobody again (needs --state-dir).");
+ABSL_FLAG(absl::Duration, peer_timeout, absl::Seconds(5),
+          "How long to wait for each peer at start.");
 ABSL_FLAG(bool, detect, true,
           "Run the detectors (link flaps, pause storms, congestion, degraded links, stragglers) "
           "over what the agents send, and log the incidents they open and resolve.");
@@ -294,6 +302,18 @@ int main(int argc, char** argv) {
     ao.state_dir = state_dir;
     ao.topology_file = absl::GetFlag(FLAGS_topology);
     ao.log = [](const std::string& m) { LogLine(m); };
+    if (const std::string peers = absl::GetFlag(FLAGS_peers); !peers.empty()) {
+      // Before the first alert: the other replicas' open incidents, so a restart pages nobody.
+      ringside::daemon::PeerFetchOptions po;
+      po.peers = absl::StrSplit(peers, ',', absl::SkipWhitespace());
+      po.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+      po.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+      po.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+      po.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+      po.timeout = absl::GetFlag(FLAGS_peer_timeout);
+      po.log = [](const std::string& m) { LogLine(m); };
+      ao.adopt = ringside::daemon::FetchPeerOpenIncidents(po);
+    }
     auto host = ringside::daemon::AnalysisHost::Start(ao);
     if (!host.ok()) {
       std::fprintf(stderr, "ringside-aggregator: %s\n", host.status().ToString().c_str());

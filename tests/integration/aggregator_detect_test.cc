@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "sim/sysfs_tree.h"
@@ -55,13 +56,13 @@ struct Replica {
   int http = 0;
 };
 Replica StartReplica(const std::string& state, const std::string& cwd,
-                     const std::string& grpc_port = "0") {
+                     const std::string& grpc_port = "0", const std::string& peers = "") {
   Replica r;
-  r.proc = std::make_unique<testing::Process>(
-      std::vector<std::string>{BinaryPath("daemon/ringside-aggregator"),
-                               "--listen=127.0.0.1:" + grpc_port, "--http-listen=127.0.0.1:0",
-                               "--state-dir=" + state},
-      cwd);
+  std::vector<std::string> argv = {BinaryPath("daemon/ringside-aggregator"),
+                                   "--listen=127.0.0.1:" + grpc_port, "--http-listen=127.0.0.1:0",
+                                   "--state-dir=" + state};
+  if (!peers.empty()) argv.push_back("--peers=" + peers);
+  r.proc = std::make_unique<testing::Process>(argv, cwd);
   r.grpc = IngestPort(*r.proc);
   if (!r.proc->WaitForStderr("HTTP (/metrics", absl::Seconds(20))) return r;
   std::smatch m;
@@ -141,6 +142,59 @@ TEST(AggregatorDetectTest, ReplicasOfAShardRaiseTheSameIncidentsWithTheSameKeys)
   ASSERT_TRUE(ka.count("link_flapping")) << testing::HttpGet(a.http, "/api/v1/incidents");
   EXPECT_EQ(ka, kb) << "A: " << testing::HttpGet(a.http, "/api/v1/incidents")
                     << "\nB: " << testing::HttpGet(b.http, "/api/v1/incidents");
+
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(absl::Seconds(20)), 0) << agent->Stderr();
+  for (Replica* r : {&a, &b}) {
+    r->proc->Signal(SIGTERM);
+    EXPECT_EQ(r->proc->Wait(absl::Seconds(20)), 0) << r->proc->Stderr();
+  }
+}
+
+// A replica replaced with an empty state dir while a link is down (a rolling upgrade that lost its
+// volume): the agent has nothing left to resend it, so only its peer knows the incident. With
+// --peers it takes the open incident over before alerting — same key, so the alert it sends is the
+// one Alertmanager already has — and resolves it when the link comes back.
+TEST(AggregatorDetectTest, AReplacedReplicaTakesOverItsPeersOpenIncidents) {
+  testing::TempDir dir;
+  testing::TempDir tree;
+  sim::SysfsTreeWriter w(tree.path());
+  ASSERT_TRUE(w.AddHca(sim::HcaSpec{}).ok());
+  Replica a = StartReplica(dir.path() + "/a", dir.path());
+  Replica b = StartReplica(dir.path() + "/b-old", dir.path());
+  ASSERT_GT(a.http, 0) << a.proc->Stderr();
+  ASSERT_GT(b.http, 0) << b.proc->Stderr();
+  const std::string b_port = b.grpc;
+  auto agent = std::make_unique<testing::Process>(
+      std::vector<std::string>{BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
+                               "--node-name=downy",
+                               "--aggregator=127.0.0.1:" + a.grpc + ",127.0.0.1:" + b_port,
+                               "--interval=100ms", "--listen=", "--nvml-library=",
+                               "--ethtool-source=off", "--link-events=false",
+                               "--collectives-socket=", "--upload-backoff-max=500ms"},
+      dir.path());
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 2).ok());  // down, and it stays down
+  ASSERT_TRUE(a.proc->WaitForStderr("opened: link_down", absl::Seconds(20))) << a.proc->Stderr();
+  ASSERT_TRUE(b.proc->WaitForStderr("opened: link_down", absl::Seconds(20))) << b.proc->Stderr();
+  const std::map<std::string, std::set<std::string>> before = KeysByKind(a.http);
+  ASSERT_EQ(before.count("link_down"), 1u);
+  absl::SleepFor(absl::Milliseconds(500));  // the agent's buffer for B is acknowledged
+
+  b.proc->Signal(SIGKILL);
+  b.proc->Wait(absl::Seconds(10));
+  b = StartReplica(dir.path() + "/b-new", dir.path(), b_port, "127.0.0.1:" + a.grpc);
+  ASSERT_EQ(b.grpc, b_port) << b.proc->Stderr();
+  EXPECT_TRUE(absl::StrContains(b.proc->Stderr(), "took over 1 open incidents from the peers"))
+      << b.proc->Stderr();
+  const std::string open_b = testing::HttpGet(b.http, "/api/v1/incidents?open=1");
+  EXPECT_TRUE(absl::StrContains(open_b, *before.at("link_down").begin())) << open_b;
+
+  ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 4, 5).ok());  // up again
+  ASSERT_TRUE(a.proc->WaitForStderr("resolved: link_down", absl::Seconds(20))) << a.proc->Stderr();
+  ASSERT_TRUE(b.proc->WaitForStderr("resolved: link_down", absl::Seconds(20))) << b.proc->Stderr();
+  EXPECT_EQ(KeysByKind(b.http), before) << testing::HttpGet(b.http, "/api/v1/incidents");
+  EXPECT_EQ(testing::HttpGet(b.http, "/api/v1/incidents?open=1"), "[]\n");
 
   agent->Signal(SIGTERM);
   EXPECT_EQ(agent->Wait(absl::Seconds(20)), 0) << agent->Stderr();
