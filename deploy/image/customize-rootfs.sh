@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# mmdebstrap extract hook of deploy/image/build.sh (runs on the host, as root):
+#   customize-rootfs.sh ROOT UID GID RINGSIDE_DEB...
+# Unpacks the ringside packages into ROOT, records every unpacked package in
+# /var/lib/dpkg/status, writes the accounts (root, ringside UID:GID, nobody), the name service
+# and dynamic linker configuration, the state directories, and drops documentation other than
+# copyright files.
+set -euo pipefail
+root="$1"; uid="$2"; gid="$3"; shift 3
+
+for deb in "$@"; do
+  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$root" --keep-directory-symlink
+done
+
+# Every package in the image, as dpkg would list it (scanners read this file).
+status="$root/var/lib/dpkg/status"
+: > "$status"
+for deb in "$root"/var/cache/apt/archives/*.deb "$@"; do
+  dpkg-deb -f "$deb" | sed '/^Package:/a Status: install ok installed'
+  echo
+done >> "$status"
+
+cat > "$root/etc/passwd" <<PASSWD
+root:x:0:0:root:/root:/usr/sbin/nologin
+ringside:x:$uid:$gid:ringside:/var/lib/ringside:/usr/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+PASSWD
+cat > "$root/etc/group" <<GROUP
+root:x:0:
+ringside:x:$gid:
+nogroup:x:65534:
+GROUP
+chmod 0644 "$root/etc/passwd" "$root/etc/group"
+cat > "$root/etc/nsswitch.conf" <<'NSS'
+passwd: files
+group: files
+hosts: files dns
+NSS
+echo 'include /etc/ld.so.conf.d/*.conf' > "$root/etc/ld.so.conf"
+ldconfig -r "$root"
+
+install -d -m 0750 -o "$uid" -g "$gid" "$root/var/lib/ringside"
+install -d -m 0700 -o "$uid" -g "$gid" "$root/var/lib/ringside-aggregator"
+install -d -m 1777 "$root/tmp"
+install -d -m 0755 "$root/run" "$root/root"
+
+find "$root/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete 2>/dev/null || true
+find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete 2>/dev/null || true
+rm -rf "$root/usr/share/man" "$root/usr/share/info" "$root/usr/share/locale" \
+  "$root/usr/share/lintian" "$root/usr/share/bug"
