@@ -13,8 +13,9 @@
 #
 # What is in it (docs/deploy.md, "Container image"): the files of ringside-agent,
 # ringside-aggregator, ringside-cli and ringside-nccl-plugin; the Debian packages their binaries
-# link (the packages' own Depends, from dpkg-shlibdeps), base-files and coreutils (install, cp and mv
-# for the Kubernetes init containers). Nothing runs at run time but the ringside binaries: no apt,
+# link (the packages' own Depends, from dpkg-shlibdeps) and the RDMA providers libibverbs loads,
+# base-files and coreutils (install, cp and mv for the Kubernetes init containers); not what only
+# maintainer scripts use (adduser, passwd, debconf: prune-rootfs.py). Nothing runs at run time but the ringside binaries: no apt,
 # no dpkg, no shell (/bin/sh does not exist). The packages are unpacked with mmdebstrap's
 # extract variant, so no maintainer script runs; the accounts are written here instead:
 # user and group "ringside", uid and gid 9471 (the Kubernetes manifests' runAsUser/runAsGroup).
@@ -78,7 +79,8 @@ mapfile -t deps < <(
     first="${alt%%|*}"
     [[ "$first" =~ $script_only ]] || echo "$first"
   done | sort -u)
-include="base-files,coreutils$(printf ',%s' "${deps[@]}")"
+# ibverbs-providers: the RDMA device drivers libibverbs loads (only Recommended by libibverbs1).
+include="base-files,coreutils,ibverbs-providers$(printf ',%s' "${deps[@]}")"
 
 mapfile -t mirrors < <(ringside_debian_mirrors)
 cache_args=()

@@ -2,7 +2,8 @@
 # mmdebstrap extract hook of deploy/image/build.sh (runs on the host, as root):
 #   customize-rootfs.sh ROOT UID GID RINGSIDE_DEB...
 # Unpacks the ringside packages into ROOT, records every unpacked package in
-# /var/lib/dpkg/status, writes the accounts (root, ringside UID:GID, nobody), the name service
+# /var/lib/dpkg/status, removes the packages only maintainer scripts need (prune-rootfs.py:
+# adduser, passwd with its setuid programs, debconf, and what only they depend on), writes the accounts (root, ringside UID:GID, nobody), the name service
 # and dynamic linker configuration, the state directories, and drops documentation other than
 # copyright files.
 set -euo pipefail
@@ -19,6 +20,12 @@ for deb in "$root"/var/cache/apt/archives/*.deb "$@"; do
   dpkg-deb -f "$deb" | sed '/^Package:/a Status: install ok installed'
   echo
 done >> "$status"
+
+# What stays: the ringside packages, coreutils (the init containers' install, cp, mv), base-files
+# (/etc/os-release), the RDMA providers libibverbs loads, and their dependencies.
+keep=(base-files coreutils ibverbs-providers)
+for deb in "$@"; do keep+=("$(dpkg-deb -f "$deb" Package)"); done
+"$(dirname "$0")/prune-rootfs.py" "$root" "$root/var/cache/apt/archives" "${keep[@]}"
 
 cat > "$root/etc/passwd" <<PASSWD
 root:x:0:0:root:/root:/usr/sbin/nologin
