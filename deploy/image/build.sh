@@ -105,7 +105,7 @@ fi
 mmdebstrap --mode="$mode" --variant=extract --include="$include" \
   --aptopt='Apt::Install-Recommends "false"' \
   "${cache_args[@]}" \
-  --extract-hook="'$HERE/customize-rootfs.sh' \"\$1\" $RINGSIDE_UID $RINGSIDE_GID ${pkgs[*]}" \
+  --extract-hook="'$HERE/customize-rootfs.sh' \"\$1\" $RINGSIDE_UID $RINGSIDE_GID $include ${pkgs[*]}" \
   bookworm "$target" "${mirrors[@]}" </dev/null
 
 if [ -n "$rootfs_only" ]; then

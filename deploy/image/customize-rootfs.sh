@@ -1,31 +1,26 @@
 #!/usr/bin/env bash
 # mmdebstrap extract hook of deploy/image/build.sh (runs on the host, as root):
-#   customize-rootfs.sh ROOT UID GID RINGSIDE_DEB...
-# Unpacks the ringside packages into ROOT, records every unpacked package in
-# /var/lib/dpkg/status, removes the packages only maintainer scripts need (prune-rootfs.py:
-# adduser, passwd with its setuid programs, debconf, and what only they depend on), writes the accounts (root, ringside UID:GID, nobody), the name service
-# and dynamic linker configuration, the state directories, and drops documentation other than
-# copyright files.
+#   customize-rootfs.sh ROOT UID GID INCLUDE RINGSIDE_DEB...
+# (INCLUDE: the comma-separated --include list mmdebstrap was given.)
+# Unpacks the ringside packages into ROOT; removes the packages only maintainer scripts need
+# (prune-rootfs.py: adduser, passwd with its setuid programs, debconf, mawk, and what only they
+# depend on) and lists the rest in /var/lib/dpkg/status; writes the accounts (root, ringside
+# UID:GID, nobody), the name service and dynamic linker configuration, the state directories;
+# drops documentation other than copyright files.
 set -euo pipefail
-root="$1"; uid="$2"; gid="$3"; shift 3
+root="$1"; uid="$2"; gid="$3"; include="$4"; shift 4
 
 for deb in "$@"; do
   dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$root" --keep-directory-symlink
 done
 
-# Every package in the image, as dpkg would list it (scanners read this file).
-status="$root/var/lib/dpkg/status"
-: > "$status"
-for deb in "$root"/var/cache/apt/archives/*.deb "$@"; do
-  dpkg-deb -f "$deb" | sed '/^Package:/a Status: install ok installed'
-  echo
-done >> "$status"
-
-# What stays: the ringside packages, coreutils (the init containers' install, cp, mv), base-files
+# Drop what only maintainer scripts need; write /var/lib/dpkg/status for what stays. What stays:
+# the ringside packages, coreutils (the init containers' install, cp, mv), base-files
 # (/etc/os-release), the RDMA providers libibverbs loads, and their dependencies.
 keep=(base-files coreutils ibverbs-providers)
 for deb in "$@"; do keep+=("$(dpkg-deb -f "$deb" Package)"); done
-"$(dirname "$0")/prune-rootfs.py" "$root" "$root/var/cache/apt/archives" "${keep[@]}"
+"$(dirname "$0")/prune-rootfs.py" "$root" "$root/var/cache/apt/archives" \
+  --include "$include" --keep "${keep[@]}" --deb "$@"
 
 cat > "$root/etc/passwd" <<PASSWD
 root:x:0:0:root:/root:/usr/sbin/nologin

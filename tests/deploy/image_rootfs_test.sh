@@ -90,7 +90,8 @@ import socket
 s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')
-as_user /usr/bin/ringside-aggregator --state-dir=/var/lib/ringside-aggregator \
+# chroot itself (not a function, which would run in a subshell) so $! is the aggregator (chroot execs).
+chroot --userspec="$UID_GID" "$root" /usr/bin/ringside-aggregator --state-dir=/var/lib/ringside-aggregator \
   --listen="127.0.0.1:$grpc_port" --http-listen="127.0.0.1:$http_port" \
   >"$work/image-aggregator.log" 2>&1 &
 agg=$!
