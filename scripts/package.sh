@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${RINGSIDE_BUILD_DIR:-build}"
-scripts/build.sh
+scripts/build.sh >&2   # progress on stderr: stdout is the list of packages
 rm -rf "$BUILD_DIR/packages"
 (cd "$BUILD_DIR" && cpack -G DEB --config CPackConfig.cmake >/dev/null)
-ls -1 "$(cd "$BUILD_DIR/packages" && pwd)"/*.deb "$(cd "$BUILD_DIR/packages" && pwd)"/*.ddeb 2>/dev/null
+find "$(cd "$BUILD_DIR/packages" && pwd)" -maxdepth 1 \( -name '*.deb' -o -name '*.ddeb' \) | sort

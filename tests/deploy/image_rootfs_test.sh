@@ -7,7 +7,7 @@
 # A missing shared library or file fails it. Needs root; skips (exit 77) otherwise.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-debs="$(cd "$1" && pwd)"; work="$2"; fixture="$3"
+debs="$(cd "$1" && pwd)"; work="$(mkdir -p "$2" && cd "$2" && pwd)"; fixture="$3"
 start=$SECONDS
 UID_GID=9471:9471   # deploy/image/build.sh, docs/deploy.md, the Kubernetes manifests
 

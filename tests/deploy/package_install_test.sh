@@ -11,7 +11,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=../../deploy/image/mmdebstrap-common.sh
 . "$HERE/../../deploy/image/mmdebstrap-common.sh"
-debs="$(cd "$1" && pwd)"; work="$2"; fixture="$3"
+debs="$(cd "$1" && pwd)"; work="$(mkdir -p "$2" && cd "$2" && pwd)"; fixture="$3"
 start=$SECONDS
 
 if [ "$(id -u)" -ne 0 ]; then
