@@ -167,6 +167,36 @@ echo 'RINGSIDE_AGENT_ARGS="--interval=5s"  # local change' >> "$root/etc/default
 in_root systemctl disable --quiet ringside-aggregator.service   # works on the files, no systemd running
 absent /etc/systemd/system/multi-user.target.wants/ringside-aggregator.service
 mkdir -p "$root/var/lib/ringside"; touch "$root/var/lib/ringside/state"   # as StateDirectory= would
+
+# From here on the root looks booted to the maintainer scripts: /run/systemd/system and udevd's
+# control socket exist, and systemctl, deb-systemd-invoke and udevadm are stand-ins (diverted
+# with dpkg-divert) that log their arguments to /calls.log. So the tests below check what the
+# scripts ask systemd and udev to do on upgrade, remove, purge and install (no service can really
+# start in a chroot: systemd is not its init).
+mkdir -p "$root/run/systemd/system" "$root/run/udev"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$root/run/udev/control"
+# systemctl also passes every call on to the real one (deb-systemd-helper enables units with
+# `systemctl preset` when systemctl exists; systemctl in a chroot edits files and ignores
+# daemon-reload), deb-systemd-invoke and udevadm only log.
+in_root dpkg-divert --quiet --local --rename --add /bin/systemctl
+printf '#!/bin/sh\necho "systemctl $*" >> /calls.log\nexec /bin/systemctl.distrib "$@"\n' > "$root/bin/systemctl"
+for f in /usr/bin/deb-systemd-invoke /usr/bin/udevadm; do
+  in_root dpkg-divert --quiet --local --no-rename --add "$f"
+  printf '#!/bin/sh\necho "%s $*" >> /calls.log\n' "$(basename "$f")" > "$root$f"
+done
+chmod 0755 "$root/bin/systemctl" "$root/usr/bin/deb-systemd-invoke" "$root/usr/bin/udevadm"
+# expect_calls STEP LINE...: /calls.log holds each LINE (and is emptied for the next step).
+expect_calls() {
+  local what="$1" line; shift
+  for line in "$@"; do
+    grep -qxF "$line" "$root/calls.log" 2>/dev/null || bad "$what: the scripts did not call '$line' (calls: $(tr '\n' ';' < "$root/calls.log" 2>/dev/null))"
+  done
+  : > "$root/calls.log"
+}
+no_call() {  # no_call STEP PATTERN
+  if grep -q -- "$2" "$root/calls.log" 2>/dev/null; then bad "$1: unexpected call: $(grep -- "$2" "$root/calls.log" | tr '\n' ';')"; fi
+}
+udev_reload=("udevadm control --reload-rules" "udevadm trigger --action=change --subsystem-match=infiniband_mad")
 copy_in new "${second[@]}"
 dpkg_in_root --force-confold -i "${in_root_debs[@]}" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; bad "dpkg -i (upgrade)"; }
 check_installed "$upgrade_version"
@@ -174,11 +204,17 @@ grep -q 'local change' "$root/etc/default/ringside-agent" || bad "the upgrade lo
 find "$root/etc" -name '*.dpkg-*' | grep . && bad "conffile leftovers"
 absent /etc/systemd/system/multi-user.target.wants/ringside-aggregator.service   # still disabled
 [ -e "$root/var/lib/ringside/state" ] || bad "the upgrade removed /var/lib/ringside"
+no_call upgrade "stop"
+expect_calls upgrade "systemctl --system daemon-reload" \
+  "deb-systemd-invoke restart ringside-agent.service ringside-collectives.socket" \
+  "deb-systemd-invoke restart ringside-aggregator.service" "${udev_reload[@]}"
 
 # --- 3. Reinstall the same version.
 step "reinstall $upgrade_version"
 dpkg_in_root -i "${in_root_debs[@]}" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; bad "dpkg -i (reinstall)"; }
 check_installed "$upgrade_version"
+no_call reinstall "stop"
+expect_calls reinstall "deb-systemd-invoke restart ringside-agent.service ringside-collectives.socket"
 
 # --- 4. Remove: programs go; conffiles, state and the account stay; units masked.
 step "remove"
@@ -194,6 +230,8 @@ for f in /usr/bin/ringside-agent /usr/bin/ringside-aggregator /usr/bin/ringside 
 [ -e "$root/var/lib/ringside/state" ] || bad "remove deleted /var/lib/ringside"
 link_to /etc/systemd/system/ringside-agent.service /dev/null
 in_root getent passwd ringside >/dev/null || bad "remove deleted the user"
+expect_calls remove "deb-systemd-invoke stop ringside-agent.service ringside-collectives.socket" \
+  "deb-systemd-invoke stop ringside-aggregator.service" "systemctl --system daemon-reload" "${udev_reload[@]}"
 
 # --- 5. Purge: conffiles, enablement state, masks and state go; the account stays (policy).
 step "purge"
@@ -206,6 +244,7 @@ left="$(find "$root/etc/systemd" "$root/var/lib/systemd/deb-systemd-helper-enabl
           "$root/var/lib/systemd/deb-systemd-helper-masked" -name '*ringside*' 2>/dev/null || true)"
 [ -z "$left" ] || bad "left after purge: $left"
 in_root getent passwd ringside >/dev/null || bad "purge deleted the system user (Debian keeps it)"
+no_call purge "deb-systemd-invoke"
 
 # --- 6. Install again after the purge: enabled again, same account.
 step "install $version after the purge"
@@ -213,6 +252,9 @@ copy_in first "${first[@]}"
 dpkg_in_root -i "${in_root_debs[@]}" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; bad "dpkg -i (after purge)"; }
 check_installed "$version"
 link_to /etc/systemd/system/multi-user.target.wants/ringside-aggregator.service /lib/systemd/system/ringside-aggregator.service
+no_call "install after purge" "restart"
+expect_calls "install after purge" "deb-systemd-invoke start ringside-agent.service ringside-collectives.socket" \
+  "deb-systemd-invoke start ringside-aggregator.service" "${udev_reload[@]}"
 
 step "done"
 if [ "$fail" -eq 0 ]; then rm -rf "$root" "$newer"; else echo "the root is left in $root"; fi
