@@ -14,7 +14,7 @@ PACKAGES=(
   prometheus prometheus-node-exporter prometheus-alertmanager
   libyaml-cpp-dev tmux
   iproute2 ethtool procps openssl
-  dpkg-dev mmdebstrap
+  dpkg-dev mmdebstrap podman
 )
 
 missing=()

@@ -4,11 +4,14 @@
 #
 #   deploy/image/build.sh [--debs DIR] [--tag NAME[:TAG]] [--oci-archive FILE]
 #   deploy/image/build.sh [--debs DIR] --rootfs-only DIR
+#   deploy/image/build.sh --from-rootfs DIR [--tag ...] [--oci-archive FILE]
 #
 # --debs DIR        the ringside .deb files (default: build/packages, from scripts/package.sh)
 # --rootfs-only DIR write the root filesystem into DIR (new or empty) and stop: no podman needed
 # --tag NAME[:TAG]  image name (default: ringside:<upstream version of the packages>)
+# --from-rootfs DIR make the image from DIR, a root filesystem --rootfs-only wrote (no mmdebstrap)
 # --oci-archive F   also save the image as an OCI archive file F (podman save)
+# --podman-root DIR podman's storage in DIR/storage and DIR/run instead of the system's
 # --cache DIR       reuse and keep downloaded Debian packages in DIR (default: none)
 #
 # What is in it (docs/deploy.md, "Container image"): the files of ringside-agent,
@@ -35,6 +38,8 @@ RINGSIDE_GID=9471
 
 debs="$REPO/${RINGSIDE_BUILD_DIR:-build}/packages"
 rootfs_only=""
+from_rootfs=""
+podman_root=""
 tag=""
 oci_archive=""
 cache=""
@@ -44,6 +49,10 @@ while [ $# -gt 0 ]; do
     --debs=*) debs="${1#*=}"; shift ;;
     --rootfs-only) rootfs_only="$2"; shift 2 ;;
     --rootfs-only=*) rootfs_only="${1#*=}"; shift ;;
+    --from-rootfs) from_rootfs="$2"; shift 2 ;;
+    --from-rootfs=*) from_rootfs="${1#*=}"; shift ;;
+    --podman-root) podman_root="$2"; shift 2 ;;
+    --podman-root=*) podman_root="${1#*=}"; shift ;;
     --tag) tag="$2"; shift 2 ;;
     --tag=*) tag="${1#*=}"; shift ;;
     --oci-archive) oci_archive="$2"; shift 2 ;;
@@ -55,65 +64,81 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-command -v mmdebstrap >/dev/null || { echo "build.sh: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
-debs="$(cd "$debs" && pwd)"
-pkgs=()
-for name in ringside-agent ringside-aggregator ringside-cli ringside-nccl-plugin; do
-  mapfile -t found < <(find "$debs" -maxdepth 1 -name "${name}_*.deb" | sort -V)
-  [ ${#found[@]} -ge 1 ] || { echo "build.sh: no ${name}_*.deb in $debs (scripts/package.sh builds them)" >&2; exit 1; }
-  pkgs+=("${found[-1]}")
-done
-version="$(dpkg-deb -f "${pkgs[0]}" Version)"
-upstream="${version#*:}"; upstream="${upstream%-*}"
-[ -n "$tag" ] || tag="ringside:$upstream"
-
-# The Debian packages the binaries need: the union of the ringside packages' Depends, version
-# constraints dropped (the mirror is the release they were built against), minus what only their
-# maintainer scripts use (systemd-sysusers: here the accounts are written directly).
-script_only='^(systemd|systemd-standalone-sysusers|systemd-sysusers)$'
-mapfile -t deps < <(
-  for p in "${pkgs[@]}"; do dpkg-deb -f "$p" Depends; echo; done |
-  tr ',' '\n' | sed 's/([^)]*)//g; s/[[:space:]]//g' | sed '/^$/d' |
-  while IFS= read -r alt; do
-    # An alternative ("a|b") is kept as its first member unless it is a script-only one.
-    first="${alt%%|*}"
-    [[ "$first" =~ $script_only ]] || echo "$first"
-  done | sort -u)
-# ibverbs-providers: the RDMA device drivers libibverbs loads (only Recommended by libibverbs1).
-include="base-files,coreutils,ibverbs-providers$(printf ',%s' "${deps[@]}")"
-
-mapfile -t mirrors < <(ringside_debian_mirrors)
-cache_args=()
-[ -z "$cache" ] || mapfile -t cache_args < <(ringside_cache_args "$cache" extract)
-
-if [ -n "$rootfs_only" ]; then
-  target="$rootfs_only"
-  if [ -e "$target" ] && [ -n "$(ls -A "$target")" ]; then
-    echo "build.sh: $target is not empty" >&2; exit 1
-  fi
-  mode=root
-else
+podman=(podman)
+[ -z "$podman_root" ] || podman+=(--root "$podman_root/storage" --runroot "$podman_root/run")
+if [ -z "$rootfs_only" ]; then
   command -v podman >/dev/null || { echo "build.sh: podman is not installed (apt-get install podman; or use --rootfs-only)" >&2; exit 1; }
+fi
+
+if [ -n "$from_rootfs" ]; then
+  [ -f "$from_rootfs/var/lib/dpkg/status" ] || { echo "build.sh: $from_rootfs is not a root filesystem from --rootfs-only" >&2; exit 1; }
+  version="$(awk '/^Package: ringside-agent$/ {p=1} p && /^Version:/ {print $2; exit}' "$from_rootfs/var/lib/dpkg/status")"
+  upstream="${version#*:}"; upstream="${upstream%-*}"
+  [ -n "$tag" ] || tag="ringside:$upstream"
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
   target="$work/rootfs.tar"
-  mode=auto
+  tar -C "$from_rootfs" --numeric-owner --sort=name -cf "$target" .
+else
+  command -v mmdebstrap >/dev/null || { echo "build.sh: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
+  debs="$(cd "$debs" && pwd)"
+  pkgs=()
+  for name in ringside-agent ringside-aggregator ringside-cli ringside-nccl-plugin; do
+    mapfile -t found < <(find "$debs" -maxdepth 1 -name "${name}_*.deb" | sort -V)
+    [ ${#found[@]} -ge 1 ] || { echo "build.sh: no ${name}_*.deb in $debs (scripts/package.sh builds them)" >&2; exit 1; }
+    pkgs+=("${found[-1]}")
+  done
+  version="$(dpkg-deb -f "${pkgs[0]}" Version)"
+  upstream="${version#*:}"; upstream="${upstream%-*}"
+  [ -n "$tag" ] || tag="ringside:$upstream"
+
+  # The Debian packages the binaries need: the union of the ringside packages' Depends, version
+  # constraints dropped (the mirror is the release they were built against), minus what only their
+  # maintainer scripts use (systemd-sysusers: here the accounts are written directly).
+  script_only='^(systemd|systemd-standalone-sysusers|systemd-sysusers)$'
+  mapfile -t deps < <(
+    for p in "${pkgs[@]}"; do dpkg-deb -f "$p" Depends; echo; done |
+    tr ',' '\n' | sed 's/([^)]*)//g; s/[[:space:]]//g' | sed '/^$/d' |
+    while IFS= read -r alt; do
+      # An alternative ("a|b") is kept as its first member unless it is a script-only one.
+      first="${alt%%|*}"
+      [[ "$first" =~ $script_only ]] || echo "$first"
+    done | sort -u)
+  # ibverbs-providers: the RDMA device drivers libibverbs loads (only Recommended by libibverbs1).
+  include="base-files,coreutils,ibverbs-providers$(printf ',%s' "${deps[@]}")"
+
+  mapfile -t mirrors < <(ringside_debian_mirrors)
+  cache_args=()
+  [ -z "$cache" ] || mapfile -t cache_args < <(ringside_cache_args "$cache" extract)
+
+  if [ -n "$rootfs_only" ]; then
+    target="$rootfs_only"
+    if [ -e "$target" ] && [ -n "$(ls -A "$target")" ]; then
+      echo "build.sh: $target is not empty" >&2; exit 1
+    fi
+    mode=root
+  else
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    target="$work/rootfs.tar"
+    mode=auto
+  fi
+
+  # Extract variant: unpack exactly these packages and their dependencies; run nothing inside. (In
+  # this variant hooks run at the extract step; customize hooks would not run at all.)
+  mmdebstrap --mode="$mode" --variant=extract --include="$include" \
+    --aptopt='Apt::Install-Recommends "false"' \
+    "${cache_args[@]}" \
+    --extract-hook="'$HERE/customize-rootfs.sh' \"\$1\" $RINGSIDE_UID $RINGSIDE_GID $include ${pkgs[*]}" \
+    bookworm "$target" "${mirrors[@]}" </dev/null
+
+  if [ -n "$rootfs_only" ]; then
+    echo "$target"
+    exit 0
+  fi
 fi
 
-# Extract variant: unpack exactly these packages and their dependencies; run nothing inside. (In
-# this variant hooks run at the extract step; customize hooks would not run at all.)
-mmdebstrap --mode="$mode" --variant=extract --include="$include" \
-  --aptopt='Apt::Install-Recommends "false"' \
-  "${cache_args[@]}" \
-  --extract-hook="'$HERE/customize-rootfs.sh' \"\$1\" $RINGSIDE_UID $RINGSIDE_GID $include ${pkgs[*]}" \
-  bookworm "$target" "${mirrors[@]}" </dev/null
-
-if [ -n "$rootfs_only" ]; then
-  echo "$target"
-  exit 0
-fi
-
-podman import \
+"${podman[@]}" import \
   --change 'ENTRYPOINT ["/usr/bin/ringside-agent"]' \
   --change 'CMD []' \
   --change "USER $RINGSIDE_UID:$RINGSIDE_GID" \
@@ -124,6 +149,6 @@ podman import \
   "$target" "$tag" >/dev/null
 if [ -n "$oci_archive" ]; then
   rm -f "$oci_archive"
-  podman save --format oci-archive -o "$oci_archive" "$tag" >/dev/null
+  "${podman[@]}" save --format oci-archive -o "$oci_archive" "$tag" >/dev/null
 fi
 echo "$tag"

@@ -36,6 +36,30 @@ grep '^prune-rootfs' "$work/image-build.log" || true
 step "rootfs ready: $(du -sh "$root" | cut -f1)"
 as_user() { chroot --userspec="$UID_GID" "$root" "$@"; }
 
+# --- The OCI image made from this root filesystem, before the checks below write into it:
+# build.sh's podman import, the configuration the runtime would read, the OCI archive.
+if command -v podman >/dev/null; then
+  step "deploy/image/build.sh --from-rootfs (podman import)"
+  tag="localhost/ringside-image-test:$$"
+  store="$work/podman"; rm -rf "$store" "$work/image.oci.tar"
+  pod=(podman --root "$store/storage" --runroot "$store/run")
+  if "$HERE/../../deploy/image/build.sh" --from-rootfs "$root" --tag "$tag" --podman-root "$store" \
+       --oci-archive "$work/image.oci.tar" >"$work/image-import.log" 2>&1; then
+    cfg="$("${pod[@]}" inspect "$tag" --format '{{json .Config.Entrypoint}} {{.Config.User}}' 2>&1)"
+    [ "$cfg" = '["/usr/bin/ringside-agent"] 9471:9471' ] || bad "image entrypoint and user: $cfg"
+    label="$("${pod[@]}" inspect "$tag" --format '{{index .Config.Labels "org.opencontainers.image.version"}}' 2>&1)"
+    [ "$label" = "$(dpkg-deb -f "$(find "$debs" -name 'ringside-agent_*.deb' -print -quit)" Version)" ] ||
+      bad "image version label: $label"
+    tar -tf "$work/image.oci.tar" | grep -x 'index.json' >/dev/null || bad "the OCI archive has no index.json"
+    "${pod[@]}" rmi -f "$tag" >/dev/null 2>&1 || true
+  else
+    cat "$work/image-import.log"; bad "deploy/image/build.sh --from-rootfs"
+  fi
+  rm -rf "$store" "$work/image.oci.tar"
+else
+  echo "podman is not installed: the image import is not checked (scripts/install-deps.sh installs it)"
+fi
+
 # --- What is (not) in it.
 for f in /bin/sh /usr/bin/sh /bin/bash /usr/bin/bash /bin/dash /usr/bin/dash /usr/bin/apt \
          /usr/bin/apt-get /usr/bin/dpkg /usr/bin/perl /usr/bin/mawk /usr/sbin/useradd; do
