@@ -15,6 +15,7 @@ PACKAGES=(
   libyaml-cpp-dev tmux
   systemd python3
   iproute2 ethtool procps openssl
+  dpkg-dev mmdebstrap podman
 )
 
 missing=()
