@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -123,6 +124,11 @@ int main(int argc, char** argv) {
   // would update a global lock graph under a global spin lock. ringside's lock order is fixed and
   // its tests run under the same library, so production skips it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  {
+    absl::FlagsUsageConfig usage;
+    usage.version_string = [] { return std::string("ringside-agent " RINGSIDE_VERSION "\n"); };
+    absl::SetFlagsUsageConfig(usage);
+  }
   absl::SetProgramUsageMessage(
       "ringside-agent: per-node InfiniBand/RoCE/netdev counter agent.\n"
       "  ringside-agent --sysfs-root=/sys --listen=:9471\n"

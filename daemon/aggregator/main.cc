@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -150,6 +151,11 @@ int main(int argc, char** argv) {
   // would update a global lock graph under a global spin lock. ringside's lock order is fixed and
   // its tests run under the same library, so production skips it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  {
+    absl::FlagsUsageConfig usage;
+    usage.version_string = [] { return std::string("ringside-aggregator " RINGSIDE_VERSION "\n"); };
+    absl::SetFlagsUsageConfig(usage);
+  }
   absl::SetProgramUsageMessage(
       "ringside-aggregator: receives ringside agents' streams.\n"
       "  ringside-aggregator --listen=:9472 --http-listen=:9473 --state-dir=/var/lib/ringside \\\n"

@@ -100,6 +100,11 @@ check_user() {
   [ "$uid" -ge 100 ] && [ "$uid" -le "$sys_uid_max" ] || bad "ringside uid $uid is not a system uid (100..$sys_uid_max)"
   [ "$(cut -d: -f3 <<<"$gr")" = "$gid" ] || bad "ringside's primary group is not group ringside ($pw / $gr)"
   [ "$gid" -le "$sys_gid_max" ] || bad "ringside gid $gid is not a system gid"
+  # The plugin socket's group: its own, so that training users never get umad with it.
+  local ng; ng="$(in_root getent group ringside-nccl || true)"
+  [ -n "$ng" ] || bad "no group ringside-nccl (the plugin socket's)"
+  [ -z "$ng" ] || [ "$(cut -d: -f3 <<<"$ng")" -le "$sys_gid_max" ] || bad "ringside-nccl is not a system group ($ng)"
+  [ -z "$ng" ] || [ "$(cut -d: -f3 <<<"$ng")" != "$gid" ] || bad "ringside-nccl is group ringside"
   [ "$home" = /var/lib/ringside ] || bad "ringside home $home"
   case "$shell" in */nologin|*/false) ;; *) bad "ringside has a login shell: $shell" ;; esac
   [ -z "$uid_of_ringside" ] || [ "$uid" = "$uid_of_ringside" ] || bad "ringside uid changed: $uid_of_ringside -> $uid"
@@ -142,9 +147,8 @@ check_installed() {  # $1: version
   out="$(in_root /usr/bin/ringside --version 2>&1)" || bad "ringside --version failed: $out"
   [ "$out" = "ringside ${1%%-*}" ] || bad "ringside --version printed '$out'"
   for b in ringside-agent ringside-aggregator; do
-    # abseil's --version (the programs set no version string): prints the program's name.
     out="$(in_root /usr/bin/$b --version 2>&1)" || bad "$b --version failed: $out"
-    case "$out" in "$b"*) ;; *) bad "$b --version printed '$out'" ;; esac
+    [ "$out" = "$b ${1%%-*}" ] || bad "$b --version printed '$out'"
   done
   rm -rf "$root/srv/fixture"; mkdir -p "$root/srv/fixture"; cp -a "$fixture" "$root/srv/fixture/sys"
   out="$(in_root /usr/bin/ringside-agent --once -o json --sysfs-root=/srv/fixture/sys \

@@ -188,7 +188,7 @@ do_agent_needs() {
     ! grep -qx "$line" "$u" || fail "ringside-agent.service: '$line' (see docs/privileges.md)"
   done
   for line in 'ListenStream=/run/ringside/collectives.sock' 'FileDescriptorName=collectives' \
-    'SocketMode=0660' 'SocketUser=ringside' 'SocketGroup=ringside' 'DirectoryMode=0755' \
+    'SocketMode=0660' 'SocketUser=ringside' 'SocketGroup=ringside-nccl' 'DirectoryMode=0755' \
     'Service=ringside-agent.service' 'WantedBy=sockets.target'; do
     grep -Fqx "$line" "$s" || fail "ringside-collectives.socket: no line '$line'"
   done
@@ -198,16 +198,16 @@ do_agent_needs() {
   [ $failures -eq 0 ] && echo "ok: ringside-agent.service and ringside-collectives.socket grant what the agent needs"
 }
 
-# /etc/default files: comments and exactly one assignment, empty; every flag in the commented
-# examples is a flag of the binary.
+# /etc/default files: comments and exactly one assignment (`value`, as packaged); every flag in
+# it and in the commented examples is a flag of the binary.
 default_file() {
-  local file="$1" var="$2" bin="$3" lines flags f help
+  local file="$1" var="$2" bin="$3" value="$4" lines flags f help
   [ -f "$file" ] || { fail "$file is missing"; return; }
   lines="$(grep -v '^[[:space:]]*#' "$file" | grep -v '^[[:space:]]*$')"
-  [ "$lines" = "$var=\"\"" ] || fail "$file: expected only '$var=\"\"' outside comments, got:"$'\n'"$lines"
+  [ "$lines" = "$var=\"$value\"" ] || fail "$file: expected only '$var=\"$value\"' outside comments, got:"$'\n'"$lines"
   grep -q "^#$var=\"--" "$file" || fail "$file: no commented example of $var"
   help="$("$bin" --helpfull 2>&1)"
-  flags="$(grep "^#$var=" "$file" | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)"
+  flags="$(grep "^#\?$var=" "$file" | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)"
   for f in $flags; do
     f="${f#--}"
     grep -q -- "--${f//-/_} " <<<"$help" || fail "$file: example flag --$f is not a flag of $(basename "$bin")"
@@ -217,8 +217,10 @@ default_file() {
 
 do_default_files() {
   need_binaries
-  default_file "$src/deploy/default/ringside-agent" RINGSIDE_AGENT_ARGS "$agent_bin"
-  default_file "$src/deploy/default/ringside-aggregator" RINGSIDE_AGGREGATOR_ARGS "$aggregator_bin"
+  default_file "$src/deploy/default/ringside-agent" RINGSIDE_AGENT_ARGS "$agent_bin" ""
+  # Loopback until TLS is configured: plaintext off loopback is refused, and the unit must start.
+  default_file "$src/deploy/default/ringside-aggregator" RINGSIDE_AGGREGATOR_ARGS "$aggregator_bin" \
+    "--listen=127.0.0.1:9472"
   grep -q '^EnvironmentFile=-/etc/default/ringside-aggregator$' "$units_dir/ringside-aggregator.service" ||
     fail "ringside-aggregator.service does not read /etc/default/ringside-aggregator"
   grep -q '^ExecStart=/usr/bin/ringside-aggregator .*\$RINGSIDE_AGGREGATOR_ARGS$' "$units_dir/ringside-aggregator.service" ||

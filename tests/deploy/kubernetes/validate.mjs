@@ -43,6 +43,7 @@ const K8S = join(ROOT, "deploy/kubernetes");
 
 // Values the manifests must agree on (docs/deploy-kubernetes.md).
 const RINGSIDE_ID = 9471; // the image's ringside uid and gid
+const NCCL_SOCKET_GID = 9472; // the plugin socket's group: training pods join it, and only it
 const NAMESPACE = "ringside";
 const WRITABLE_HOSTPATHS = {
   "/run/ringside": { containers: ["agent"], init: ["prepare-run-dir"] },
@@ -231,6 +232,7 @@ function checkAgent(ds, where, objs) {
   if (ds.spec.updateStrategy?.rollingUpdate?.maxUnavailable !== "10%") fail(id, "rollingUpdate.maxUnavailable is not 10%");
   const psc = spec.securityContext ?? {};
   if (!(psc.supplementalGroups ?? []).length) fail(id, "no supplementalGroups (the host group of umad)");
+  if (!(psc.supplementalGroups ?? []).includes(NCCL_SOCKET_GID)) fail(id, `not in group ${NCCL_SOCKET_GID}: cannot give the plugin socket its group`);
   const agent = spec.containers.find((c) => c.name === "agent");
   if (!agent) return fail(id, "no container named agent");
   const r = agent.resources ?? {};
@@ -407,7 +409,9 @@ function checkTrainingExample(o, where) {
   if (env.NCCL_PROFILER_PLUGIN?.value !== "/opt/ringside/lib/libringside_nccl.so") fail(id, "NCCL_PROFILER_PLUGIN is not /opt/ringside/lib/libringside_nccl.so");
   if (env.POD_NAME?.valueFrom?.fieldRef?.fieldPath !== "metadata.name") fail(id, "POD_NAME is not the downward API's metadata.name");
   if (env.POD_NAMESPACE?.valueFrom?.fieldRef?.fieldPath !== "metadata.namespace") fail(id, "POD_NAMESPACE is not the downward API's metadata.namespace");
-  if (!(spec.securityContext?.supplementalGroups ?? []).includes(RINGSIDE_ID)) fail(id, `not in group ${RINGSIDE_ID} (the socket's group)`);
+  const groups = spec.securityContext?.supplementalGroups ?? [];
+  if (!groups.includes(NCCL_SOCKET_GID)) fail(id, `not in group ${NCCL_SOCKET_GID} (the socket's group)`);
+  if (groups.includes(RINGSIDE_ID)) fail(id, `in group ${RINGSIDE_ID}, the agent's (which may open umad on the host)`);
 }
 
 // ---------------------------------------------------------------------------------------------
