@@ -5,6 +5,13 @@
 // ring alone, so the first kRingRecords records wait for the agent and later ones are dropped and
 // counted by the producers. Slow agent: a batch that cannot be written within 5 s closes the
 // connection; its records join the drop count. The drop count goes out in the next batch header.
+//
+// Format version: with a pod identity (POD_NAME/POD_NAMESPACE) each connection starts in version 2,
+// whose batch headers carry the pod. A version-2 agent answers the first header with one byte
+// (kVersion2Ack). A version-1 agent cuts the connection instead (bad_version): when a version-2
+// connection is lost before that byte arrived, the records sent on it count as dropped and the
+// next connection speaks version 1 (no pod). After a version-1 connection ends (the agent may have
+// been upgraded) the next one tries version 2 again. Without a pod identity: always version 1.
 #ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 #define RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 
@@ -60,6 +67,8 @@ class Sender {
   void Loop() noexcept;
   bool Connect() noexcept;
   void Disconnect() noexcept;
+  // The connection failed or the agent closed it: the version fallback above, then Disconnect().
+  void ConnectionLost() noexcept;
   // Sends batches until the ring is empty and no drop is unreported. False on a write failure.
   // `*sent` counts the records written.
   bool SendAvailable(uint64_t* sent) noexcept;
@@ -80,6 +89,12 @@ class Sender {
   int64_t next_connect_ns_ = 0;
   int64_t backoff_ns_ = 0;
   int64_t next_clock_check_ns_ = 0;
+  // The current connection's format version (0: none), whether the agent acknowledged version 2,
+  // and what was sent (records and reported drops) before it did.
+  uint16_t conn_version_ = 0;
+  bool acked_ = false;
+  uint64_t unacked_ = 0;
+  bool v1_only_ = false;  // the last version-2 connection was refused: speak version 1
 };
 
 extern Sender g_sender;

@@ -129,6 +129,8 @@ void ToProto(const analysis::RankView& in, v1::RankScore* out) {
   out->set_rank(in.rank);
   out->set_node(in.node);
   out->set_comm(in.comm);
+  out->set_pod(in.pod);
+  out->set_pod_namespace(in.pod_namespace);
   out->set_score(in.score);
   out->set_margin(in.margin);
   out->set_wait_fraction(in.wait_fraction);

@@ -121,6 +121,8 @@ json RankScoreJson(const v1::RankScore& r) {
               {"rank", r.rank()},
               {"node", r.node()},
               {"comm", r.comm()},
+              {"pod", r.pod().empty() ? json(nullptr) : json(r.pod())},
+              {"namespace", r.pod().empty() ? json(nullptr) : json(r.pod_namespace())},
               {"score", Number(r.score())},
               {"margin", Number(r.margin())},
               {"wait_fraction", Number(r.wait_fraction())},
