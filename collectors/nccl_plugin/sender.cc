@@ -167,6 +167,31 @@ void Sender::Wait(int64_t timeout_ns) noexcept {
 }
 
 bool Sender::Connect() noexcept {
+  const bool want_v2 = !g_shared.pod.empty() && !v1_only_;
+  if (!Open()) return false;
+  conn_version_ = want_v2 ? kFormatVersion2 : kFormatVersion1;
+  if (conn_version_ == kFormatVersion2) {
+    switch (Hello()) {
+      case HelloResult::kAcked:
+        acked_ = true;
+        break;
+      case HelloResult::kRefused:
+        // An agent that speaks only version 1: nothing but the hello was lost. Version 1 on a new
+        // connection, at once.
+        Disconnect();
+        v1_only_ = true;
+        if (!Open()) return false;
+        conn_version_ = kFormatVersion1;
+        break;
+      case HelloResult::kNoAnswer:
+        break;  // a slow agent: records go out, counted as dropped if it refuses them later
+    }
+  }
+  connected_.store(true, std::memory_order_release);
+  return true;
+}
+
+bool Sender::Open() noexcept {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   sockaddr_un addr = {};
@@ -177,12 +202,35 @@ bool Sender::Connect() noexcept {
     return false;
   }
   fd_ = fd;
-  conn_version_ =
-      !g_shared.pod.empty() && !v1_only_ ? kFormatVersion2 : kFormatVersion1;
   acked_ = false;
   unacked_ = 0;
-  connected_.store(true, std::memory_order_release);
   return true;
+}
+
+Sender::HelloResult Sender::Hello() noexcept {
+  // A version-2 header with no records and no drops: the pod, and a question.
+  BatchHeaderFields header;
+  header.version = kFormatVersion2;
+  header.job_id = g_shared.batch_job;
+  header.pod = g_shared.pod;
+  header.pod_namespace = g_shared.pod_namespace;
+  uint8_t hello[kBatchHeaderSizeV2];
+  EncodeBatchHeader(header, hello);
+  if (!WriteAll(hello, sizeof(hello))) return HelloResult::kRefused;
+  const int64_t deadline = MonotonicNanos() + timings_.hello_timeout_ns;
+  for (;;) {
+    const int64_t left = deadline - MonotonicNanos();
+    if (left <= 0 || stop_.load(std::memory_order_acquire)) return HelloResult::kNoAnswer;
+    struct pollfd p = {fd_, POLLIN, 0};
+    const int64_t slice = left < 50'000'000 ? left : 50'000'000;  // notice a stop request
+    if (::poll(&p, 1, static_cast<int>(slice / 1'000'000) + 1) <= 0) continue;
+    uint8_t scratch[64];
+    const ssize_t r = ::recv(fd_, scratch, sizeof(scratch), MSG_DONTWAIT);
+    if (r > 0 && std::memchr(scratch, kVersion2Ack, static_cast<size_t>(r)) != nullptr) {
+      return HelloResult::kAcked;
+    }
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return HelloResult::kRefused;
+  }
 }
 
 void Sender::ConnectionLost() noexcept {

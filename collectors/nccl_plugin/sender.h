@@ -7,11 +7,14 @@
 // connection; its records join the drop count. The drop count goes out in the next batch header.
 //
 // Format version: with a pod identity (POD_NAME/POD_NAMESPACE) each connection starts in version 2,
-// whose batch headers carry the pod. A version-2 agent answers the first header with one byte
-// (kVersion2Ack). A version-1 agent cuts the connection instead (bad_version): when a version-2
-// connection is lost before that byte arrived, the records sent on it count as dropped and the
-// next connection speaks version 1 (no pod). After a version-1 connection ends (the agent may have
-// been upgraded) the next one tries version 2 again. Without a pod identity: always version 1.
+// whose batch headers carry the pod. The thread first sends a hello (a version-2 header with no
+// records) and waits up to 1 s for the answer. A version-2 agent answers with one byte
+// (kVersion2Ack). A version-1 agent cuts the connection off instead (bad_version): the thread
+// reconnects at once in version 1 (no pod), having lost nothing. No answer in time (a stalled
+// agent): records go out in version 2, and if the connection is then lost before the answer came,
+// what was sent on it counts as dropped and the next connection speaks version 1. After a
+// version-1 connection ends (the agent may have been upgraded) the next one tries version 2
+// again. Without a pod identity: always version 1, as before.
 #ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 #define RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 
@@ -32,9 +35,11 @@ struct SenderTimings {
   int64_t connect_backoff_max_ns;
   int64_t stall_timeout_ns;         // a batch not written by then: disconnect
   int64_t clock_check_interval_ns;  // how often the NTP state is read again
+  int64_t hello_timeout_ns;         // how long a version-2 hello waits for the agent's answer
 };
-inline constexpr SenderTimings kSenderTimings = {20'000'000,    1'000'000,     50'000'000,
-                                                 2'000'000'000, 5'000'000'000, 10'000'000'000};
+inline constexpr SenderTimings kSenderTimings = {20'000'000,     1'000'000,     50'000'000,
+                                                 2'000'000'000,  5'000'000'000, 10'000'000'000,
+                                                 1'000'000'000};
 
 class Sender {
  public:
@@ -65,7 +70,11 @@ class Sender {
  private:
   static void* ThreadMain(void* self) noexcept;
   void Loop() noexcept;
+  // Connects, in version 2 after a hello if there is a pod identity (see above).
   bool Connect() noexcept;
+  bool Open() noexcept;  // the socket alone
+  enum class HelloResult { kAcked, kRefused, kNoAnswer };
+  HelloResult Hello() noexcept;
   void Disconnect() noexcept;
   // The connection failed or the agent closed it: the version fallback above, then Disconnect().
   void ConnectionLost() noexcept;
