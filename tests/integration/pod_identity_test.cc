@@ -130,8 +130,8 @@ TEST(PodIdentityTest, AStragglerIncidentNamesItsPodInTheCliAndInTheAlerts) {
   std::printf("%s", r.out.c_str());
   EXPECT_TRUE(absl::StrContains(r.out, " POD ")) << r.out;
   std::string flagged_line;
-  for (const std::string& line : absl::StrSplit(r.out, '\n')) {
-    if (absl::StrContains(line, " straggler")) flagged_line = line;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (absl::StrContains(line, " straggler")) flagged_line = std::string(line);
   }
   EXPECT_TRUE(absl::StrContains(flagged_line, "ml-team/llm-pod-worker-2")) << r.out;
   EXPECT_TRUE(absl::StrContains(flagged_line, "gpu-node-7")) << r.out;
@@ -162,8 +162,10 @@ TEST(PodIdentityTest, AStragglerIncidentNamesItsPodInTheCliAndInTheAlerts) {
   const uint64_t id = inc["id"].get<uint64_t>();
 
   r = cli({"incidents", "--kind", "straggler"});
+  std::printf("%s", r.out.c_str());
   EXPECT_TRUE(absl::StrContains(r.out, "on gpu-node-7 pod ml-team/llm-pod-worker-2")) << r.out;
   r = cli({"incident", absl::StrCat(id)});
+  std::printf("%s", r.out.c_str());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "pod ml-team/llm-pod-worker-2")) << r.out;
 
