@@ -43,6 +43,7 @@ void ToProto(const analysis::Incident& in, v1::Incident* out) {
     pj->set_job(j.job);
     for (int64_t r : j.ranks) pj->add_ranks(r);
     for (const std::string& n : j.nodes) pj->add_nodes(n);
+    for (const std::string& p : j.pods) pj->add_pods(p);
   }
   out->set_revision(in.revision);
   out->set_open(in.open());
@@ -87,6 +88,7 @@ absl::StatusOr<analysis::Incident> FromProto(const v1::Incident& in) {
     aj.job = j.job();
     aj.ranks.assign(j.ranks().begin(), j.ranks().end());
     aj.nodes.assign(j.nodes().begin(), j.nodes().end());
+    aj.pods.assign(j.pods().begin(), j.pods().end());
     out.affected.push_back(std::move(aj));
   }
   out.revision = in.revision();

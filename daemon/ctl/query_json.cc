@@ -54,7 +54,8 @@ json IncidentJson(const v1::Incident& i) {
     affected.push_back(
         json{{"job", a.job()},
              {"ranks", json(std::vector<int64_t>(a.ranks().begin(), a.ranks().end()))},
-             {"nodes", json(std::vector<std::string>(a.nodes().begin(), a.nodes().end()))}});
+             {"nodes", json(std::vector<std::string>(a.nodes().begin(), a.nodes().end()))},
+             {"pods", json(std::vector<std::string>(a.pods().begin(), a.pods().end()))}});
   }
   return json{{"id", i.id()},
               {"kind", i.kind()},
