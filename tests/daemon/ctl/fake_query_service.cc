@@ -115,6 +115,8 @@ FakeQueryData CannedCluster(absl::Time now) {
   a->set_job("j1");
   for (int r : {7, 4, 5, 6}) a->add_ranks(r);
   a->add_nodes("node-b");
+  a->add_pods("train/j1-worker-4");  // the ranks whose plugin knew its Kubernetes pod
+  a->add_pods("train/j1-worker-5");
   i12.set_revision(4);
 
   v1::Incident i15 =

@@ -202,8 +202,8 @@ TEST_F(QueryCliTest, IncidentDetailFollowsTheCauseChain) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out,
                                 "Blast radius (jobs and ranks behind it):\n"
-                                "  JOB  RANKS  NODES\n"
-                                "  j1   4-7    node-b\n"))
+                                "  JOB  RANKS  NODES   PODS\n"
+                                "  j1   4-7    node-b  train/j1-worker-4,train/j1-worker-5\n"))
       << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "Causes:\n  none recorded\n")) << r.out;
 

@@ -180,6 +180,7 @@ TEST(QueryJsonTest, IncidentShapeIsStable) {
   EXPECT_DOUBLE_EQ(j["evidence"]["score"].get<double>(), 0.9);
   j = IncidentJson(by_id[12]);
   EXPECT_EQ(j["affected"][0]["ranks"], nlohmann::json({7, 4, 5, 6}));
+  EXPECT_EQ(j["affected"][0]["pods"], nlohmann::json({"train/j1-worker-4", "train/j1-worker-5"}));
 }
 
 TEST(QueryJsonTest, OtherShapes) {
