@@ -22,6 +22,8 @@ struct CollectiveObservation {
   int64_t stop_ns = 0;   // GPU kernel stop (latest over channels)
   std::string host;      // the node
   uint32_t pid = 0;
+  std::string pod;            // the Kubernetes pod, when the plugin knew it
+  std::string pod_namespace;  // ... and its namespace
   bool clock_synchronized = false;
   int32_t peer = -1;     // point-to-point: the peer rank; -1 for a collective
 

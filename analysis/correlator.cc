@@ -84,10 +84,15 @@ void Correlator::ObserveCollective(const CollectiveObservation& obs) {
     Index(r.node, {obs.job, rank}, false);  // the rank moved (a restarted job)
   } else {
     r.seen = std::max(r.seen, seen);
+    const bool same_pod = r.pod.size() == obs.pod_namespace.size() + 1 + obs.pod.size() &&
+                          absl::StartsWith(r.pod, obs.pod_namespace) &&
+                          absl::EndsWith(r.pod, obs.pod);
+    if (!obs.pod.empty() && !same_pod) r.pod = absl::StrCat(obs.pod_namespace, "/", obs.pod);
     return;
   }
   r.node = obs.host;
   r.seen = seen;
+  r.pod = obs.pod.empty() ? "" : absl::StrCat(obs.pod_namespace, "/", obs.pod);
   Index(r.node, {obs.job, rank}, true);
 }
 
@@ -289,6 +294,7 @@ std::vector<AffectedJob> Correlator::BlastRadius(const Incident& f, absl::Time n
       a.job = job;
       a.ranks.push_back(rank);
       a.nodes.push_back(node);
+      if (!r->second.pod.empty()) a.pods.push_back(r->second.pod);
     }
   };
   std::set<std::string> seen;
@@ -308,6 +314,8 @@ std::vector<AffectedJob> Correlator::BlastRadius(const Incident& f, absl::Time n
     a.ranks.erase(std::unique(a.ranks.begin(), a.ranks.end()), a.ranks.end());
     std::sort(a.nodes.begin(), a.nodes.end());
     a.nodes.erase(std::unique(a.nodes.begin(), a.nodes.end()), a.nodes.end());
+    std::sort(a.pods.begin(), a.pods.end());
+    a.pods.erase(std::unique(a.pods.begin(), a.pods.end()), a.pods.end());
     out.push_back(std::move(a));
   }
   return out;

@@ -83,6 +83,7 @@ class Correlator {
   struct Rank {
     std::string node;
     absl::Time seen;
+    std::string pod;  // "namespace/pod", when its plugin knew it
   };
   using JobRank = std::pair<std::string, int64_t>;
   std::set<std::string> LeavesOf(const Incident& fabric) const;

@@ -91,6 +91,8 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
       v.rank = w.global_rank >= 0 ? w.global_rank : static_cast<int64_t>(r);
       v.node = w.host;
       v.comm = comm.name;
+      v.pod = w.pod;
+      v.pod_namespace = w.pod_namespace;
       v.instances = static_cast<uint32_t>(b.n);
       v.score = b.n > 0 ? static_cast<double>(b.late) / b.n : 0;
       std::vector<double> margins;

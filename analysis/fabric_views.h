@@ -30,6 +30,8 @@ struct RankView {
   int64_t rank = -1;  // the global rank where known, else the rank in the communicator
   std::string node;
   std::string comm;
+  std::string pod;            // the Kubernetes pod running the rank, when known
+  std::string pod_namespace;
   double score = 0;          // fraction of the window's instances in which it arrived last
   double margin = 0;         // median lag behind the next-latest rank when it was last, as a
                              // fraction of the instance's duration (0 if never last)

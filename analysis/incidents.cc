@@ -153,7 +153,15 @@ std::string AffectedJson(const std::vector<AffectedJob>& affected) {
     for (size_t i = 0; i < a.nodes.size(); ++i) {
       absl::StrAppend(&out, i ? "," : "", JsonQuote(a.nodes[i]));
     }
-    out += "]}";
+    out += "]";
+    if (!a.pods.empty()) {  // only then: incidents without pods keep their JSON
+      out += ",\"pods\":[";
+      for (size_t i = 0; i < a.pods.size(); ++i) {
+        absl::StrAppend(&out, i ? "," : "", JsonQuote(a.pods[i]));
+      }
+      out += "]";
+    }
+    out += "}";
   }
   return out + "]";
 }

@@ -52,6 +52,8 @@ struct AffectedJob {
   std::string job;
   std::vector<int64_t> ranks;      // sorted
   std::vector<std::string> nodes;  // sorted
+  // Their Kubernetes pods, "namespace/pod", sorted; only those whose plugin knew its pod.
+  std::vector<std::string> pods;
   bool operator==(const AffectedJob&) const = default;
 };
 

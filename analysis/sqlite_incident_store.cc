@@ -159,7 +159,7 @@ absl::StatusOr<std::vector<CauseLink>> DecodeCauses(sqlite3* db, const std::stri
 absl::StatusOr<std::vector<AffectedJob>> DecodeAffected(sqlite3* db, const std::string& json) {
   Stmt q(db,
          "SELECT json_extract(value, '$.job'), json_extract(value, '$.ranks'), "
-         "json_extract(value, '$.nodes') FROM json_each(?1)");
+         "json_extract(value, '$.nodes'), json_extract(value, '$.pods') FROM json_each(?1)");
   if (absl::Status s = q.status("prepare"); !s.ok()) return s;
   q.Text(1, json);
   std::vector<AffectedJob> out;
@@ -173,6 +173,11 @@ absl::StatusOr<std::vector<AffectedJob>> DecodeAffected(sqlite3* db, const std::
     Stmt nodes(db, "SELECT value FROM json_each(?1)");
     nodes.Text(1, ColumnText(q.get(), 2));
     while (nodes.Step() == SQLITE_ROW) a.nodes.push_back(ColumnText(nodes.get(), 0));
+    if (sqlite3_column_type(q.get(), 3) != SQLITE_NULL) {  // rows from before pods have none
+      Stmt pods(db, "SELECT value FROM json_each(?1)");
+      pods.Text(1, ColumnText(q.get(), 3));
+      while (pods.Step() == SQLITE_ROW) a.pods.push_back(ColumnText(pods.get(), 0));
+    }
     out.push_back(std::move(a));
   }
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "decode affected");

@@ -39,12 +39,16 @@ std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
   const Worker& w = comm.workers[rank];
   e["rank"] = absl::StrCat(w.global_rank >= 0 ? w.global_rank : static_cast<int64_t>(rank));
   if (!w.host.empty()) e["node"] = w.host;
+  if (!w.pod.empty()) {
+    e["pod"] = w.pod;
+    e["namespace"] = w.pod_namespace;
+  }
   e["comm"] = comm.name;
   return e;
 }
 
 void StragglerDetector::LogOp(const CollectiveObservation& obs) {
-  Worker w{obs.host, obs.global_rank, obs.pid};
+  Worker w{obs.host, obs.global_rank, obs.pid, {}, {}};
   OpLog& log = ops_[WorkerKey(obs.job, w)];
   log.ops.push_back(OpLog::Op{obs.stop_ns, obs.duration_ns(), obs.is_p2p()});
   while (log.ops.size() > 8192) log.ops.pop_front();
@@ -64,7 +68,8 @@ void StragglerDetector::Observe(const CollectiveObservation& obs, std::vector<Fi
   }
   if (!obs.comm_name.empty()) comm.name = obs.comm_name;
   if (comm.name.empty()) comm.name = absl::StrFormat("%016x", obs.comm_id);
-  comm.workers[obs.rank] = Worker{obs.host, obs.global_rank, obs.pid};
+  comm.workers[obs.rank] =
+      Worker{obs.host, obs.global_rank, obs.pid, obs.pod, obs.pod_namespace};
 
   auto key = std::make_pair(obs.function, obs.seq);
   auto [it, fresh] = comm.pending.try_emplace(key);
@@ -232,10 +237,13 @@ void StragglerDetector::Judge(Comm& comm, const std::string& function, std::vect
       if (j.last_rank == static_cast<int32_t>(rank)) gaps.push_back(j.gap_ns / 1e6);
     }
     f.evidence["margin_ms"] = Median(gaps);
+    const Worker& w = comm.workers[rank];
+    const std::string pod =
+        w.pod.empty() ? "" : absl::StrCat(" (pod ", w.pod_namespace, "/", w.pod, ")");
     f.summary = absl::StrFormat(
-        "rank %s of job %s arrived last in %d of the last %d %s on %s, by %.1f ms "
+        "rank %s%s of job %s arrived last in %d of the last %d %s on %s, by %.1f ms "
         "(median); the others waited %.0f%% of the time",
-        f.entity["rank"], comm.job, count, n, function, comm.name, f.evidence["margin_ms"],
+        f.entity["rank"], pod, comm.job, count, n, function, comm.name, f.evidence["margin_ms"],
         100 * std::min(1.0, wait_fraction));
     out.push_back(std::move(f));
   };

@@ -105,6 +105,8 @@ class StragglerDetector {
     std::string host;
     int64_t global_rank = -1;
     uint32_t pid = 0;
+    std::string pod;  // Kubernetes pod and namespace, when the plugin knew them
+    std::string pod_namespace;
   };
   struct SizeClass {
     std::vector<double> baseline;  // collective times (s) of the first instances

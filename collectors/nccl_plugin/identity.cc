@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace ringside::collectors {
 
@@ -33,6 +34,28 @@ void ResolveJobId(const char* comm_name, uint64_t comm_id,
   for (int i = 0; i < 16; ++i) buf[5 + i] = kHex[(comm_id >> (60 - 4 * i)) & 0xf];
   buf[21] = '\0';
   job_id->Set(buf);
+}
+
+const char* PodFromEnvironment(FixedString<kPodSize>* pod,
+                               FixedString<kPodNamespaceSize>* pod_namespace) noexcept {
+  pod->Clear();
+  pod_namespace->Clear();
+  const char* name = ::getenv("POD_NAME");
+  const char* ns = ::getenv("POD_NAMESPACE");
+  if (name == nullptr || name[0] == '\0') return nullptr;
+  if (ns == nullptr || ns[0] == '\0') return "POD_NAME without POD_NAMESPACE: ignored";
+  // Bounded scans: a name longer than Kubernetes allows is rejected, not truncated.
+  const size_t name_len = ::strnlen(name, kMaxPodLength + 1);
+  const size_t ns_len = ::strnlen(ns, kMaxPodNamespaceLength + 1);
+  if (!ValidPodName(name, name_len)) {
+    return "POD_NAME is not a Kubernetes pod name (1-253 of a-z 0-9 - .): ignored";
+  }
+  if (!ValidPodNamespace(ns, ns_len)) {
+    return "POD_NAMESPACE is not a Kubernetes namespace (1-63 of a-z 0-9 -): ignored";
+  }
+  pod->Set(name, name_len);
+  pod_namespace->Set(ns, ns_len);
+  return "";
 }
 
 void HostName(FixedString<kHostSize>* host) noexcept {

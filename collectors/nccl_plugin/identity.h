@@ -18,6 +18,14 @@ bool JobIdFromEnvironment(FixedString<kJobIdSize>* job_id) noexcept;
 void ResolveJobId(const char* comm_name, uint64_t comm_id,
                   FixedString<kJobIdSize>* job_id) noexcept;
 
+// The process's Kubernetes pod from the downward API: POD_NAME and POD_NAMESPACE (read once, at
+// the first communicator init). Returns "" with both fields set when both variables hold valid
+// names (ValidPodName / ValidPodNamespace). Otherwise both stay empty, and it returns nullptr when
+// POD_NAME is not set (not in Kubernetes, or the manifest sets none), or what is wrong with them
+// (for a warning in NCCL's log).
+const char* PodFromEnvironment(FixedString<kPodSize>* pod,
+                               FixedString<kPodNamespaceSize>* pod_namespace) noexcept;
+
 // gethostname(), or "localhost".
 void HostName(FixedString<kHostSize>* host) noexcept;
 

@@ -271,6 +271,7 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
   ctx->comm_name.Set(comm_name);
   ResolveJobId(comm_name, comm_id, &ctx->job_id);
 
+  const char* pod_problem = nullptr;
   pthread_mutex_lock(&g_init_mu);
   if (!g_atfork_registered) {
     g_atfork_registered = pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild) == 0;
@@ -282,6 +283,7 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
     HostName(&g_shared.host);
     g_shared.clock_synchronized.store(SystemClockSynchronized(), std::memory_order_relaxed);
     if (!JobIdFromEnvironment(&g_shared.batch_job)) g_shared.batch_job = ctx->job_id;
+    pod_problem = PodFromEnvironment(&g_shared.pod, &g_shared.pod_namespace);
     const char* path = ::getenv("RINGSIDE_SOCKET");
     g_sender.SetSocketPath(path != nullptr && path[0] != '\0' ? path : kDefaultSocket);
   }
@@ -289,15 +291,24 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
   g_restart_sender.store(false, std::memory_order_relaxed);
   const bool sending = g_sender.Start();
   const char* socket = g_sender.socket_path();
+  FixedString<kPodNamespaceSize> pod_namespace = g_shared.pod_namespace;  // for the log line
+  FixedString<kPodSize> pod = g_shared.pod;
   pthread_mutex_unlock(&g_init_mu);
+  if (pod_problem != nullptr && pod_problem[0] != '\0' && logfn != nullptr) {
+    // POD_* set but unusable: records go out without a pod.
+    logfn(nccl_abi::kLogWarn, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__, "ringside: %s",
+          pod_problem);
+  }
 
   __atomic_store_n(mask, kActivationMask, __ATOMIC_RELAXED);
   if (logfn != nullptr) {
     logfn(nccl_abi::kLogInfo, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__,
           "ringside: NCCL profiler v%d, comm %016llx \"%s\" rank %d/%d (%d nodes), job \"%s\", "
-          "records to %s%s",
+          "pod %s%s%s, records to %s%s",
           abi_version, static_cast<unsigned long long>(comm_id), ctx->comm_name.c_str(), rank,
-          nranks, n_nodes, ctx->job_id.c_str(), socket[0] != '\0' ? socket : "(path too long)",
+          nranks, n_nodes, ctx->job_id.c_str(),
+          pod.empty() ? "-" : pod_namespace.c_str(), pod.empty() ? "" : "/", pod.c_str(),
+          socket[0] != '\0' ? socket : "(path too long)",
           sending ? "" : " (no sender thread: records are dropped)");
   }
   *context = ctx;

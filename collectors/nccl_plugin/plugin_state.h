@@ -29,6 +29,10 @@ struct PluginShared {
   // Set at the first communicator init (before the sender thread starts), read by the sender.
   FixedString<kHostSize> host;
   FixedString<kJobIdSize> batch_job;  // the job drops are reported under
+  // The Kubernetes pod (downward API), empty outside Kubernetes: with it the sender speaks format
+  // version 2, which carries it in every batch header.
+  FixedString<kPodSize> pod;
+  FixedString<kPodNamespaceSize> pod_namespace;
 };
 
 extern PluginShared g_shared;

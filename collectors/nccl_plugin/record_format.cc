@@ -40,6 +40,10 @@ constexpr size_t kHdrReserved32 = 20;
 constexpr size_t kHdrDropped = 24;
 constexpr size_t kHdrJobId = 32;
 static_assert(kHdrJobId + kJobIdSize == kBatchHeaderSize);
+// Version 2 appends the pod identity.
+constexpr size_t kHdrPod = kBatchHeaderSize;                 // 96
+constexpr size_t kHdrPodNamespace = kHdrPod + kPodSize;      // 352
+static_assert(kHdrPodNamespace + kPodNamespaceSize == kBatchHeaderSizeV2);
 
 // Little-endian stores and loads, independent of the host's byte order.
 inline void Put16(uint8_t* p, uint16_t v) {
@@ -105,6 +109,24 @@ bool ValidField(const uint8_t* p, size_t n, bool required) {
 
 DecodeStatus Fail(DecodeError e, const char* detail) { return DecodeStatus{e, detail}; }
 
+// 1..max characters, each in the set `extra` or [a-z0-9].
+bool KubernetesName(const char* s, size_t len, size_t max, const char* extra) {
+  if (s == nullptr || len == 0 || len > max) return false;
+  for (size_t i = 0; i < len; ++i) {
+    const char c = s[i];
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) continue;
+    if (std::strchr(extra, c) == nullptr || c == '\0') return false;
+  }
+  return true;
+}
+
+// A pod field: canonical (ValidField), and empty or a valid name.
+bool ValidPodField(const uint8_t* p, size_t n, size_t max, const char* extra) {
+  if (!ValidField(p, n, /*required=*/false)) return false;
+  const size_t len = ::strnlen(reinterpret_cast<const char*>(p), n);
+  return len == 0 || KubernetesName(reinterpret_cast<const char*>(p), len, max, extra);
+}
+
 bool InTimeRange(int64_t t) { return t > 0 && t <= kMaxUnixNanos; }
 
 }  // namespace
@@ -138,9 +160,17 @@ size_t CopySanitized(char* dst, size_t n, const char* src, size_t len) noexcept 
   return out;
 }
 
+bool ValidPodName(const char* s, size_t len) noexcept {
+  return KubernetesName(s, len, kMaxPodLength, "-.");
+}
+
+bool ValidPodNamespace(const char* s, size_t len) noexcept {
+  return KubernetesName(s, len, kMaxPodNamespaceLength, "-");
+}
+
 void EncodeRecord(const CollectiveRecordFields& r, uint8_t* out) noexcept {
   Put32(out + kRecMagic, kRecordMagic);
-  Put16(out + kRecVersion, kRecordFormatVersion);
+  Put16(out + kRecVersion, kRecordLayoutVersion);
   Put16(out + kRecLength, static_cast<uint16_t>(kRecordSize));
   Put32(out + kRecFlags, r.flags);
   Put32(out + kRecRank, r.rank);
@@ -164,9 +194,10 @@ void EncodeRecord(const CollectiveRecordFields& r, uint8_t* out) noexcept {
 }
 
 void EncodeBatchHeader(const BatchHeaderFields& h, uint8_t* out) noexcept {
+  const bool v2 = h.version == kFormatVersion2;
   Put32(out + kHdrMagic, kBatchMagic);
-  Put16(out + kHdrVersion, kRecordFormatVersion);
-  Put16(out + kHdrLength, static_cast<uint16_t>(kBatchHeaderSize));
+  Put16(out + kHdrVersion, v2 ? kFormatVersion2 : kFormatVersion1);
+  Put16(out + kHdrLength, static_cast<uint16_t>(v2 ? kBatchHeaderSizeV2 : kBatchHeaderSize));
   Put32(out + kHdrFlags, 0);
   Put32(out + kHdrCount, h.record_count);
   Put16(out + kHdrRecordLength, static_cast<uint16_t>(kRecordSize));
@@ -174,6 +205,10 @@ void EncodeBatchHeader(const BatchHeaderFields& h, uint8_t* out) noexcept {
   Put32(out + kHdrReserved32, 0);
   Put64(out + kHdrDropped, h.dropped);
   std::memcpy(out + kHdrJobId, h.job_id.bytes(), kJobIdSize);
+  if (v2) {
+    std::memcpy(out + kHdrPod, h.pod.bytes(), kPodSize);
+    std::memcpy(out + kHdrPodNamespace, h.pod_namespace.bytes(), kPodNamespaceSize);
+  }
 }
 
 const char* DecodeErrorName(DecodeError e) noexcept {
@@ -204,12 +239,16 @@ DecodeStatus DecodeBatchHeader(const uint8_t* p, size_t size, BatchHeaderFields*
   if (size >= 4 && Get32(p + kHdrMagic) != kBatchMagic) {
     return Fail(DecodeError::kBadMagic, "batch magic is not RSCB");
   }
-  if (size >= 6 && Get16(p + kHdrVersion) != kRecordFormatVersion) {
-    return Fail(DecodeError::kBadVersion, "batch version is not 1");
+  if (size >= 6 && BatchHeaderSize(Get16(p + kHdrVersion)) == 0) {
+    return Fail(DecodeError::kBadVersion, "batch version is not 1 or 2");
   }
-  if (size < kBatchHeaderSize) return Fail(DecodeError::kTruncated, "batch header incomplete");
-  if (Get16(p + kHdrLength) != kBatchHeaderSize) {
-    return Fail(DecodeError::kBadLength, "batch header_length is not 96");
+  const uint16_t version = size >= 6 ? Get16(p + kHdrVersion) : kFormatVersion1;
+  const size_t header_size = BatchHeaderSize(version);
+  if (size < header_size) return Fail(DecodeError::kTruncated, "batch header incomplete");
+  if (Get16(p + kHdrLength) != header_size) {
+    return Fail(DecodeError::kBadLength, version == kFormatVersion1
+                                             ? "batch header_length is not 96 (version 1)"
+                                             : "batch header_length is not 416 (version 2)");
   }
   if (Get16(p + kHdrRecordLength) != kRecordSize) {
     return Fail(DecodeError::kBadLength, "batch record_length is not 352");
@@ -227,10 +266,26 @@ DecodeStatus DecodeBatchHeader(const uint8_t* p, size_t size, BatchHeaderFields*
   if (!ValidField(p + kHdrJobId, kJobIdSize, /*required=*/true)) {
     return Fail(DecodeError::kBadString, "batch job_id");
   }
-  h->record_count = count;
-  h->dropped = dropped;
-  std::memcpy(h->job_id.mutable_bytes(), p + kHdrJobId, kJobIdSize);
-  *frame_size = kBatchHeaderSize + static_cast<size_t>(count) * kRecordSize;
+  BatchHeaderFields out;
+  out.version = version;
+  if (version == kFormatVersion2) {
+    if (!ValidPodField(p + kHdrPod, kPodSize, kMaxPodLength, "-.")) {
+      return Fail(DecodeError::kBadString, "batch pod: not a Kubernetes pod name");
+    }
+    if (!ValidPodField(p + kHdrPodNamespace, kPodNamespaceSize, kMaxPodNamespaceLength, "-")) {
+      return Fail(DecodeError::kBadString, "batch namespace: not a Kubernetes namespace");
+    }
+    std::memcpy(out.pod.mutable_bytes(), p + kHdrPod, kPodSize);
+    std::memcpy(out.pod_namespace.mutable_bytes(), p + kHdrPodNamespace, kPodNamespaceSize);
+    if (out.pod.empty() != out.pod_namespace.empty()) {
+      return Fail(DecodeError::kBadString, "batch pod and namespace: one without the other");
+    }
+  }
+  out.record_count = count;
+  out.dropped = dropped;
+  std::memcpy(out.job_id.mutable_bytes(), p + kHdrJobId, kJobIdSize);
+  *h = out;
+  *frame_size = header_size + static_cast<size_t>(count) * kRecordSize;
   return {};
 }
 
@@ -269,7 +324,7 @@ DecodeStatus DecodeRecord(const uint8_t* p, size_t size, CollectiveRecordFields*
   if (size >= 4 && Get32(p + kRecMagic) != kRecordMagic) {
     return Fail(DecodeError::kBadMagic, "record magic is not RSCR");
   }
-  if (size >= 6 && Get16(p + kRecVersion) != kRecordFormatVersion) {
+  if (size >= 6 && Get16(p + kRecVersion) != kRecordLayoutVersion) {
     return Fail(DecodeError::kBadVersion, "record version is not 1");
   }
   if (size < kRecordSize) return Fail(DecodeError::kTruncated, "record incomplete");
@@ -313,7 +368,7 @@ DecodeStatus DecodeFrame(const uint8_t* data, size_t size, BatchHeaderFields* he
   if (size > frame_size) return Fail(DecodeError::kBadLength, "bytes past the frame's records");
   if (h.record_count > capacity) return Fail(DecodeError::kOversized, "more records than room");
   for (uint32_t i = 0; i < h.record_count; ++i) {
-    s = DecodeRecord(data + kBatchHeaderSize + i * kRecordSize, kRecordSize, &records[i]);
+    s = DecodeRecord(data + h.header_size() + i * kRecordSize, kRecordSize, &records[i]);
     if (!s.ok()) return s;
   }
   *header = h;

@@ -1,7 +1,8 @@
 // The collective-record wire format between libringside_nccl.so and ringside-agent: a small,
 // versioned, fixed-size binary format (docs/collective-record.md).
 //
-//   frame   = batch header (96 bytes) + record_count × record (352 bytes each)
+//   frame   = batch header (96 bytes in version 1, 416 in version 2: the sender's Kubernetes pod
+//             and namespace) + record_count × record (352 bytes each, the same in both)
 //   numbers = little-endian; strings = fixed fields, NUL-terminated, zero-padded, UTF-8 without
 //             control characters
 //
@@ -18,16 +19,33 @@
 
 namespace ringside::collectors {
 
-// --- Constants of version 1 ----------------------------------------------------------------------
+// --- Constants ------------------------------------------------------------------------------------
 
 inline constexpr uint32_t kBatchMagic = 0x42435352;   // bytes "RSCB"
 inline constexpr uint32_t kRecordMagic = 0x52435352;  // bytes "RSCR"
-inline constexpr uint16_t kRecordFormatVersion = 1;
-inline constexpr size_t kBatchHeaderSize = 96;
+// The frame format's versions: the batch header's version field. Version 2 adds the sender's pod
+// identity to the batch header; records are the same in both and keep their own layout version.
+inline constexpr uint16_t kFormatVersion1 = 1;
+inline constexpr uint16_t kFormatVersion2 = 2;
+inline constexpr uint16_t kRecordFormatVersion = kFormatVersion2;  // the newest this code speaks
+inline constexpr uint16_t kRecordLayoutVersion = 1;  // a record's own version field
+inline constexpr size_t kBatchHeaderSize = 96;       // version 1
+inline constexpr size_t kBatchHeaderSizeV2 = 416;    // version 2: + pod (256) + namespace (64)
+inline constexpr size_t kMaxBatchHeaderSize = kBatchHeaderSizeV2;
 inline constexpr size_t kRecordSize = 352;
 // The most records one batch may carry, hence the largest frame a reader must buffer.
 inline constexpr uint32_t kMaxRecordsPerBatch = 256;
-inline constexpr size_t kMaxFrameSize = kBatchHeaderSize + kMaxRecordsPerBatch * kRecordSize;
+inline constexpr size_t kMaxFrameSize = kMaxBatchHeaderSize + kMaxRecordsPerBatch * kRecordSize;
+// The batch header's size for a version (0 for a version this code does not speak).
+constexpr size_t BatchHeaderSize(uint16_t version) noexcept {
+  return version == kFormatVersion1   ? kBatchHeaderSize
+         : version == kFormatVersion2 ? kBatchHeaderSizeV2
+                                      : 0;
+}
+// A version-2 agent answers the first version-2 batch header it accepts on a connection with this
+// one byte (the version). A version-1 agent never writes; it cuts a version-2 sender off
+// (bad_version), which is how the plugin knows to fall back to version 1 (sender.h).
+inline constexpr uint8_t kVersion2Ack = 2;
 
 // Record flags.
 inline constexpr uint32_t kRecordFlagClockSynchronized = 1u << 0;  // host clock NTP-synchronised
@@ -41,6 +59,12 @@ inline constexpr size_t kHostSize = 64;
 inline constexpr size_t kFunctionSize = 32;
 inline constexpr size_t kAlgorithmSize = 32;
 inline constexpr size_t kProtocolSize = 16;
+// Kubernetes names: a pod name is a DNS subdomain (at most 253 characters), a namespace a DNS label
+// (at most 63).
+inline constexpr size_t kPodSize = 256;
+inline constexpr size_t kPodNamespaceSize = 64;
+inline constexpr size_t kMaxPodLength = 253;
+inline constexpr size_t kMaxPodNamespaceLength = 63;
 
 // Bounds past which a value is absurd and the record is rejected.
 inline constexpr uint32_t kMaxRanks = 1u << 24;
@@ -118,19 +142,35 @@ struct CollectiveRecordFields {
 };
 
 struct BatchHeaderFields {
+  uint16_t version = kFormatVersion1;  // kFormatVersion1 or kFormatVersion2
   uint32_t record_count = 0;
   uint64_t dropped = 0;            // records the sender dropped since its previous batch
   FixedString<kJobIdSize> job_id;  // the job the drops belong to
+  // Version 2 only (empty in version 1): the sending process's Kubernetes pod, from the downward
+  // API (POD_NAME, POD_NAMESPACE). Both set or both empty.
+  FixedString<kPodSize> pod;
+  FixedString<kPodNamespaceSize> pod_namespace;
+
+  size_t header_size() const noexcept { return BatchHeaderSize(version); }
 
   bool operator==(const BatchHeaderFields&) const = default;
 };
 
 // --- Encoding ------------------------------------------------------------------------------------
 
-// Writes exactly kRecordSize / kBatchHeaderSize bytes. The encoder does not validate numbers: a
-// caller that passes absurd values (rank ≥ nranks, ...) gets a record the decoder rejects.
+// Writes exactly kRecordSize / header.header_size() bytes (version 1 when header.version is not
+// 2; the pod fields are then not written). The encoder does not validate numbers: a caller that
+// passes absurd values (rank ≥ nranks, ...) gets a record the decoder rejects.
 void EncodeRecord(const CollectiveRecordFields& record, uint8_t* out) noexcept;
 void EncodeBatchHeader(const BatchHeaderFields& header, uint8_t* out) noexcept;
+
+// --- Pod identity ----------------------------------------------------------------------------------
+
+// A Kubernetes pod name as the decoder accepts it: 1–253 characters of [a-z0-9.-]; a namespace:
+// 1–63 of [a-z0-9-]. (Kubernetes also wants an alphanumeric first and last character; the
+// decoder only guards what it forwards, so it does not insist.)
+bool ValidPodName(const char* s, size_t len) noexcept;
+bool ValidPodNamespace(const char* s, size_t len) noexcept;
 
 // --- Decoding ------------------------------------------------------------------------------------
 
@@ -157,9 +197,9 @@ struct DecodeStatus {
   bool ok() const noexcept { return error == DecodeError::kOk; }
 };
 
-// Decodes and validates a batch header from the first kBatchHeaderSize of `size` bytes. On success
-// `*frame_size` is the whole frame's length (header + records). Fewer than kBatchHeaderSize bytes:
-// kTruncated.
+// Decodes and validates a batch header (version 1 or 2) from the first bytes of `size`. On success
+// `*frame_size` is the whole frame's length (header + records). Fewer bytes than the header of its
+// version: kTruncated (and only then).
 DecodeStatus DecodeBatchHeader(const uint8_t* data, size_t size, BatchHeaderFields* header,
                                size_t* frame_size) noexcept;
 

@@ -32,6 +32,12 @@ void RecordToProto(const CollectiveRecordFields& r, v1::CollectiveRecord* out) {
   out->set_clock_synchronized((r.flags & kRecordFlagClockSynchronized) != 0);
 }
 
+void SetPod(const BatchHeaderFields& header, v1::CollectiveRecord* out) {
+  if (header.pod.empty()) return;
+  out->set_pod(header.pod.c_str());
+  out->set_pod_namespace(header.pod_namespace.c_str());
+}
+
 v1::CollectiveRecord RecordToProto(const CollectiveRecordFields& record) {
   v1::CollectiveRecord out;
   RecordToProto(record, &out);
@@ -46,7 +52,9 @@ absl::StatusOr<v1::CollectiveBatch> DecodeFrameToProto(absl::Span<const uint8_t>
   if (!s.ok()) return DecodeStatusToAbsl(s);
   v1::CollectiveBatch batch;
   for (uint32_t i = 0; i < header.record_count; ++i) {
-    RecordToProto(records[i], batch.add_records());
+    v1::CollectiveRecord* r = batch.add_records();
+    RecordToProto(records[i], r);
+    SetPod(header, r);
   }
   if (header.dropped > 0) (*batch.mutable_dropped_by_job())[header.job_id.c_str()] = header.dropped;
   return batch;
@@ -58,13 +66,16 @@ absl::StatusOr<std::string> EncodeFrame(const BatchHeaderFields& header,
     return absl::InvalidArgumentError(absl::StrCat("a frame holds at most ", kMaxRecordsPerBatch,
                                                    " records, not ", records.size()));
   }
-  std::string out(kBatchHeaderSize + records.size() * kRecordSize, '\0');
+  if (header.header_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("no frame format version ", header.version));
+  }
+  std::string out(header.header_size() + records.size() * kRecordSize, '\0');
   BatchHeaderFields h = header;
   h.record_count = static_cast<uint32_t>(records.size());
   uint8_t* p = reinterpret_cast<uint8_t*>(out.data());
   EncodeBatchHeader(h, p);
   for (size_t i = 0; i < records.size(); ++i) {
-    EncodeRecord(records[i], p + kBatchHeaderSize + i * kRecordSize);
+    EncodeRecord(records[i], p + h.header_size() + i * kRecordSize);
   }
   return out;
 }

@@ -91,6 +91,9 @@ bool Sender::ForkChild() noexcept {
   if (wake_fd_ >= 0) ::close(wake_fd_);
   fd_ = -1;
   wake_fd_ = -1;
+  conn_version_ = 0;
+  acked_ = false;
+  unacked_ = 0;
   connected_.store(false, std::memory_order_relaxed);
   stop_.store(false, std::memory_order_relaxed);
   return was_running;
@@ -123,7 +126,7 @@ void Sender::Loop() noexcept {
     }
     uint64_t sent = 0;
     if (fd_ >= 0 && !SendAvailable(&sent)) {
-      Disconnect();
+      ConnectionLost();
       next_connect_ns_ = MonotonicNanos() + backoff_ns_;
     }
     if (flushing) flush_done_.store(flush, std::memory_order_release);
@@ -150,14 +153,45 @@ void Sender::Wait(int64_t timeout_ns) noexcept {
     (void)!::read(wake_fd_, &value, sizeof(value));
   }
   if (n == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-    // The agent never writes: readable means it closed the connection (or misbehaves).
+    // The agent writes only the version-2 acknowledgement; otherwise readable means it closed the
+    // connection (or misbehaves).
     uint8_t scratch[256];
     const ssize_t r = ::recv(fd_, scratch, sizeof(scratch), MSG_DONTWAIT);
-    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) Disconnect();
+    if (r > 0 && conn_version_ == kFormatVersion2 &&
+        std::memchr(scratch, kVersion2Ack, static_cast<size_t>(r)) != nullptr) {
+      acked_ = true;
+      unacked_ = 0;
+    }
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) ConnectionLost();
   }
 }
 
 bool Sender::Connect() noexcept {
+  const bool want_v2 = !g_shared.pod.empty() && !v1_only_;
+  if (!Open()) return false;
+  conn_version_ = want_v2 ? kFormatVersion2 : kFormatVersion1;
+  if (conn_version_ == kFormatVersion2) {
+    switch (Hello()) {
+      case HelloResult::kAcked:
+        acked_ = true;
+        break;
+      case HelloResult::kRefused:
+        // An agent that speaks only version 1: nothing but the hello was lost. Version 1 on a new
+        // connection, at once.
+        Disconnect();
+        v1_only_ = true;
+        if (!Open()) return false;
+        conn_version_ = kFormatVersion1;
+        break;
+      case HelloResult::kNoAnswer:
+        break;  // a slow agent: records go out, counted as dropped if it refuses them later
+    }
+  }
+  connected_.store(true, std::memory_order_release);
+  return true;
+}
+
+bool Sender::Open() noexcept {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   sockaddr_un addr = {};
@@ -168,35 +202,84 @@ bool Sender::Connect() noexcept {
     return false;
   }
   fd_ = fd;
-  connected_.store(true, std::memory_order_release);
+  acked_ = false;
+  unacked_ = 0;
   return true;
+}
+
+Sender::HelloResult Sender::Hello() noexcept {
+  // A version-2 header with no records and no drops: the pod, and a question.
+  BatchHeaderFields header;
+  header.version = kFormatVersion2;
+  header.job_id = g_shared.batch_job;
+  header.pod = g_shared.pod;
+  header.pod_namespace = g_shared.pod_namespace;
+  uint8_t hello[kBatchHeaderSizeV2];
+  EncodeBatchHeader(header, hello);
+  if (!WriteAll(hello, sizeof(hello))) return HelloResult::kRefused;
+  const int64_t deadline = MonotonicNanos() + timings_.hello_timeout_ns;
+  for (;;) {
+    const int64_t left = deadline - MonotonicNanos();
+    if (left <= 0 || stop_.load(std::memory_order_acquire)) return HelloResult::kNoAnswer;
+    struct pollfd p = {fd_, POLLIN, 0};
+    const int64_t slice = left < 50'000'000 ? left : 50'000'000;  // notice a stop request
+    if (::poll(&p, 1, static_cast<int>(slice / 1'000'000) + 1) <= 0) continue;
+    uint8_t scratch[64];
+    const ssize_t r = ::recv(fd_, scratch, sizeof(scratch), MSG_DONTWAIT);
+    if (r > 0 && std::memchr(scratch, kVersion2Ack, static_cast<size_t>(r)) != nullptr) {
+      return HelloResult::kAcked;
+    }
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return HelloResult::kRefused;
+  }
+}
+
+void Sender::ConnectionLost() noexcept {
+  if (conn_version_ == kFormatVersion2 && !acked_) {
+    // Most likely an agent that speaks only version 1 and cut us off at the first header: what it
+    // was sent is lost, and the next connection speaks version 1.
+    v1_only_ = true;
+    g_shared.dropped.fetch_add(unacked_, std::memory_order_acq_rel);
+  } else if (conn_version_ == kFormatVersion1) {
+    v1_only_ = false;  // the agent went away: the next one may speak version 2
+  }
+  Disconnect();
 }
 
 void Sender::Disconnect() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  conn_version_ = 0;
+  acked_ = false;
+  unacked_ = 0;
   connected_.store(false, std::memory_order_release);
 }
 
 bool Sender::SendAvailable(uint64_t* sent) noexcept {
+  const size_t header_size = BatchHeaderSize(conn_version_);
   for (;;) {
     uint32_t count = 0;
     while (count < kMaxRecordsPerBatch &&
-           g_shared.ring.TryPop(frame_ + kBatchHeaderSize + count * kRecordSize)) {
+           g_shared.ring.TryPop(frame_ + header_size + count * kRecordSize)) {
       ++count;
     }
     const uint64_t dropped = g_shared.dropped.exchange(0, std::memory_order_acq_rel);
     if (count == 0 && dropped == 0) return true;
     BatchHeaderFields header;
+    header.version = conn_version_;
     header.record_count = count;
     header.dropped = dropped;
     header.job_id = g_shared.batch_job;
+    if (conn_version_ == kFormatVersion2) {
+      header.pod = g_shared.pod;
+      header.pod_namespace = g_shared.pod_namespace;
+    }
     EncodeBatchHeader(header, frame_);
-    if (!WriteAll(frame_, kBatchHeaderSize + count * kRecordSize)) {
+    if (!WriteAll(frame_, header_size + count * kRecordSize)) {
       // Whatever part of it the agent got is a truncated frame it discards: all of it is lost.
       g_shared.dropped.fetch_add(count + dropped, std::memory_order_acq_rel);
       return false;
     }
+    if (conn_version_ == kFormatVersion2 && !acked_) unacked_ += count + dropped;
     *sent += count;
     if (count < kMaxRecordsPerBatch) return true;
   }

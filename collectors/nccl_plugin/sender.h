@@ -5,6 +5,16 @@
 // ring alone, so the first kRingRecords records wait for the agent and later ones are dropped and
 // counted by the producers. Slow agent: a batch that cannot be written within 5 s closes the
 // connection; its records join the drop count. The drop count goes out in the next batch header.
+//
+// Format version: with a pod identity (POD_NAME/POD_NAMESPACE) each connection starts in version 2,
+// whose batch headers carry the pod. The thread first sends a hello (a version-2 header with no
+// records) and waits up to 1 s for the answer. A version-2 agent answers with one byte
+// (kVersion2Ack). A version-1 agent cuts the connection off instead (bad_version): the thread
+// reconnects at once in version 1 (no pod), having lost nothing. No answer in time (a stalled
+// agent): records go out in version 2, and if the connection is then lost before the answer came,
+// what was sent on it counts as dropped and the next connection speaks version 1. After a
+// version-1 connection ends (the agent may have been upgraded) the next one tries version 2
+// again. Without a pod identity: always version 1, as before.
 #ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 #define RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 
@@ -25,9 +35,11 @@ struct SenderTimings {
   int64_t connect_backoff_max_ns;
   int64_t stall_timeout_ns;         // a batch not written by then: disconnect
   int64_t clock_check_interval_ns;  // how often the NTP state is read again
+  int64_t hello_timeout_ns;         // how long a version-2 hello waits for the agent's answer
 };
-inline constexpr SenderTimings kSenderTimings = {20'000'000,    1'000'000,     50'000'000,
-                                                 2'000'000'000, 5'000'000'000, 10'000'000'000};
+inline constexpr SenderTimings kSenderTimings = {20'000'000,     1'000'000,     50'000'000,
+                                                 2'000'000'000,  5'000'000'000, 10'000'000'000,
+                                                 1'000'000'000};
 
 class Sender {
  public:
@@ -58,8 +70,14 @@ class Sender {
  private:
   static void* ThreadMain(void* self) noexcept;
   void Loop() noexcept;
+  // Connects, in version 2 after a hello if there is a pod identity (see above).
   bool Connect() noexcept;
+  bool Open() noexcept;  // the socket alone
+  enum class HelloResult { kAcked, kRefused, kNoAnswer };
+  HelloResult Hello() noexcept;
   void Disconnect() noexcept;
+  // The connection failed or the agent closed it: the version fallback above, then Disconnect().
+  void ConnectionLost() noexcept;
   // Sends batches until the ring is empty and no drop is unreported. False on a write failure.
   // `*sent` counts the records written.
   bool SendAvailable(uint64_t* sent) noexcept;
@@ -80,6 +98,12 @@ class Sender {
   int64_t next_connect_ns_ = 0;
   int64_t backoff_ns_ = 0;
   int64_t next_clock_check_ns_ = 0;
+  // The current connection's format version (0: none), whether the agent acknowledged version 2,
+  // and what was sent (records and reported drops) before it did.
+  uint16_t conn_version_ = 0;
+  bool acked_ = false;
+  uint64_t unacked_ = 0;
+  bool v1_only_ = false;  // the last version-2 connection was refused: speak version 1
 };
 
 extern Sender g_sender;

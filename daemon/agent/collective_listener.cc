@@ -105,6 +105,7 @@ struct CollectiveListener::Connection {
   double tokens = 0;
   absl::Time refilled;
   bool done = false;
+  bool acked_v2 = false;  // the version-2 acknowledgement was sent
 
   ~Connection() {
     if (fd >= 0) ::close(fd);
@@ -355,22 +356,31 @@ bool CollectiveListener::ProcessFrames(Connection& c) {
     rc::BatchHeaderFields header;
     size_t frame_size = 0;
     rc::DecodeStatus s = rc::DecodeBatchHeader(p, avail, &header, &frame_size);
-    if (s.error == rc::DecodeError::kTruncated && avail < rc::kBatchHeaderSize) break;
+    // Truncated means only "the header is not all here yet" (96 or 416 bytes by version).
+    if (s.error == rc::DecodeError::kTruncated) break;
     if (!s.ok()) {
       Reject(&c, rc::DecodeErrorName(s.error), s.detail);
       return false;
     }
+    if (header.version == rc::kFormatVersion2 && !c.acked_v2) {
+      // Tell a version-2 plugin it may keep speaking version 2 (it falls back to version 1 when
+      // an agent cuts it off before this byte; sender.h). One byte into an empty socket buffer:
+      // it does not block, and a plugin that went away is noticed at its next frame.
+      c.acked_v2 = true;
+      const uint8_t ack = rc::kVersion2Ack;
+      (void)!::send(c.fd, &ack, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     if (avail < frame_size) break;
     records_.resize(rc::kMaxRecordsPerBatch);
     for (uint32_t i = 0; i < header.record_count; ++i) {
-      s = rc::DecodeRecord(p + rc::kBatchHeaderSize + i * rc::kRecordSize, rc::kRecordSize,
+      s = rc::DecodeRecord(p + header.header_size() + i * rc::kRecordSize, rc::kRecordSize,
                            &records_[i]);
       if (!s.ok()) {
         Reject(&c, rc::DecodeErrorName(s.error), absl::StrCat("record ", i, ": ", s.detail));
         return false;
       }
     }
-    Deliver(c, header.record_count, header.job_id.c_str(), header.dropped);
+    Deliver(c, header);
     off += frame_size;
   }
   if (off > 0) {
@@ -382,8 +392,10 @@ bool CollectiveListener::ProcessFrames(Connection& c) {
   return true;
 }
 
-void CollectiveListener::Deliver(Connection& c, uint32_t count, const std::string& header_job,
-                                 uint64_t dropped) {
+void CollectiveListener::Deliver(Connection& c, const rc::BatchHeaderFields& header) {
+  const uint32_t count = header.record_count;
+  const std::string header_job = header.job_id.c_str();
+  const uint64_t dropped = header.dropped;
   const absl::Time now = clock_();
   const double elapsed = std::max(0.0, absl::ToDoubleSeconds(now - c.refilled));
   c.tokens = std::min(options_.burst_records, c.tokens + elapsed * options_.records_per_second);
@@ -402,6 +414,7 @@ void CollectiveListener::Deliver(Connection& c, uint32_t count, const std::strin
       // The kernel's word over the sender's: pid as this node sees it, host as ringside names it.
       if (c.pid > 0) r->set_pid(static_cast<uint32_t>(c.pid));
       if (!options_.node.empty()) r->set_host(options_.node);
+      rc::SetPod(header, r);  // format version 2: the sender's pod, from its batch header
       ++accepted[job];
     } else {
       ++limited[job];

@@ -118,7 +118,7 @@ class CollectiveListener {
   bool Read(Connection& c);
   // Decodes complete frames from the connection's buffer; false when it was cut off.
   bool ProcessFrames(Connection& c);
-  void Deliver(Connection& c, uint32_t count, const std::string& header_job, uint64_t dropped);
+  void Deliver(Connection& c, const collectors::BatchHeaderFields& header);
   void Reject(const Connection* c, const std::string& reason, const std::string& detail);
   void Log(const std::string& reason, const std::string& message);
   CollectiveListenerStats::Job& JobLocked(const std::string& job)

@@ -215,6 +215,8 @@ void AnalysisHost::OnCollectives(absl::string_view node, uint64_t, uint64_t, abs
     o.stop_ns = r.kernel_stop_unix_nanos();
     o.host = r.host().empty() ? std::string(node) : r.host();
     o.pid = r.pid();
+    o.pod = r.pod();
+    o.pod_namespace = r.pod_namespace();
     o.clock_synchronized = r.clock_synchronized();
     o.peer = r.has_peer() ? r.peer() : -1;
     analysis_->OnCollective(o);

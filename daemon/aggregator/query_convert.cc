@@ -44,6 +44,7 @@ void ToProto(const analysis::Incident& in, v1::Incident* out) {
     pj->set_job(j.job);
     for (int64_t r : j.ranks) pj->add_ranks(r);
     for (const std::string& n : j.nodes) pj->add_nodes(n);
+    for (const std::string& p : j.pods) pj->add_pods(p);
   }
   out->set_revision(in.revision);
   out->set_open(in.open());
@@ -88,6 +89,7 @@ absl::StatusOr<analysis::Incident> FromProto(const v1::Incident& in) {
     aj.job = j.job();
     aj.ranks.assign(j.ranks().begin(), j.ranks().end());
     aj.nodes.assign(j.nodes().begin(), j.nodes().end());
+    aj.pods.assign(j.pods().begin(), j.pods().end());
     out.affected.push_back(std::move(aj));
   }
   out.revision = in.revision();
@@ -130,6 +132,8 @@ void ToProto(const analysis::RankView& in, v1::RankScore* out) {
   out->set_rank(in.rank);
   out->set_node(in.node);
   out->set_comm(in.comm);
+  out->set_pod(in.pod);
+  out->set_pod_namespace(in.pod_namespace);
   out->set_score(in.score);
   out->set_margin(in.margin);
   out->set_wait_fraction(in.wait_fraction);

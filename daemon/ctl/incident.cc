@@ -108,10 +108,15 @@ void WriteText(const v1::Incident& i, const std::vector<CausePath>& chains, absl
 
   if (!i.affected().empty()) {
     out << "\nBlast radius (jobs and ranks behind it):\n";
-    Table t({"  JOB", "RANKS", "NODES"});
+    bool pods = false;  // a PODS column only when some rank's pod is known
+    for (const v1::AffectedJob& a : i.affected()) pods = pods || !a.pods().empty();
+    Table t(pods ? std::vector<std::string>{"  JOB", "RANKS", "NODES", "PODS"}
+                 : std::vector<std::string>{"  JOB", "RANKS", "NODES"});
     for (const v1::AffectedJob& a : i.affected()) {
-      t.AddRow({"  " + a.job(), a.ranks().empty() ? "-" : RankRanges(a.ranks()),
-                a.nodes().empty() ? "-" : absl::StrJoin(a.nodes(), ",")});
+      std::vector<std::string> row = {"  " + a.job(), a.ranks().empty() ? "-" : RankRanges(a.ranks()),
+                                      a.nodes().empty() ? "-" : absl::StrJoin(a.nodes(), ",")};
+      if (pods) row.push_back(a.pods().empty() ? "-" : absl::StrJoin(a.pods(), ","));
+      t.AddRow(row);
     }
     t.Render(out);
   }

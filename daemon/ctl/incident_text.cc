@@ -12,7 +12,8 @@ namespace ringside::daemon::ctl {
 namespace {
 
 const char* const kKnownKeys[] = {"job",    "rank", "comm", "node",     "device", "port",
-                                  "netdev", "gpu",  "link", "priority", "source"};
+                                  "netdev", "gpu",  "link", "priority", "source", "pod",
+                                  "namespace"};
 
 bool Known(const std::string& key) {
   return std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) != std::end(kKnownKeys);
@@ -24,6 +25,11 @@ std::string Get(const EntityMap& m, const std::string& key) {
 }
 
 }  // namespace
+
+std::string PodText(const std::string& pod_namespace, const std::string& pod) {
+  if (pod.empty()) return "-";
+  return pod_namespace.empty() ? pod : absl::StrCat(pod_namespace, "/", pod);
+}
 
 std::string EntityText(const EntityMap& entity) {
   std::vector<std::string> parts;
@@ -38,6 +44,9 @@ std::string EntityText(const EntityMap& entity) {
     parts.push_back(of.empty() ? absl::StrCat("rank ", rank)
                                : absl::StrCat("rank ", rank, " (", absl::StrJoin(of, ", "), ")"));
     if (!node.empty()) parts.push_back(absl::StrCat("on ", node));
+    if (std::string pod = Get(entity, "pod"); !pod.empty()) {
+      parts.push_back(absl::StrCat("pod ", PodText(Get(entity, "namespace"), pod)));
+    }
   } else {
     if (!job.empty()) parts.push_back(absl::StrCat("job ", job));
     if (!comm.empty()) parts.push_back(absl::StrCat("comm ", comm));

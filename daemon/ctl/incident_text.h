@@ -17,10 +17,13 @@ namespace ringside::daemon::ctl {
 using EntityMap = google::protobuf::Map<std::string, std::string>;
 
 // The entity's labels in a fixed order: the rank part "rank R (job J, comm C)", then "on NODE"
-// (or NODE alone when there is no rank), device, "port P", netdev, "gpu G", "link L", "prio N",
+// and "pod NAMESPACE/POD" (or NODE alone when there is no rank), device, "port P", netdev, "gpu G", "link L", "prio N",
 // then any other labels as key=value, sorted, except "source" (the device names it; JSON keeps
 // it). Empty map: "-".
 std::string EntityText(const EntityMap& entity);
+
+// A Kubernetes pod as the CLI shows it: "namespace/pod", or "-" when unknown.
+std::string PodText(const std::string& pod_namespace, const std::string& pod);
 
 // "KIND ENTITY", e.g. "pause_storm node-b mlx5_0 prio 3".
 std::string Headline(const v1::Incident& incident);

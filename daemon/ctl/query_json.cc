@@ -54,7 +54,8 @@ json IncidentJson(const v1::Incident& i) {
     affected.push_back(
         json{{"job", a.job()},
              {"ranks", json(std::vector<int64_t>(a.ranks().begin(), a.ranks().end()))},
-             {"nodes", json(std::vector<std::string>(a.nodes().begin(), a.nodes().end()))}});
+             {"nodes", json(std::vector<std::string>(a.nodes().begin(), a.nodes().end()))},
+             {"pods", json(std::vector<std::string>(a.pods().begin(), a.pods().end()))}});
   }
   return json{{"id", i.id()},
               {"key", i.key()},
@@ -122,6 +123,8 @@ json RankScoreJson(const v1::RankScore& r) {
               {"rank", r.rank()},
               {"node", r.node()},
               {"comm", r.comm()},
+              {"pod", r.pod().empty() ? json(nullptr) : json(r.pod())},
+              {"namespace", r.pod().empty() ? json(nullptr) : json(r.pod_namespace())},
               {"score", Number(r.score())},
               {"margin", Number(r.margin())},
               {"wait_fraction", Number(r.wait_fraction())},

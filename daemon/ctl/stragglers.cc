@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/ctl/query_client.h"
 #include "daemon/ctl/query_commands.h"
+#include "daemon/ctl/incident_text.h"
 #include "daemon/ctl/query_json.h"
 #include "daemon/ctl/relative_time.h"
 #include "daemon/ctl/table.h"
@@ -34,6 +35,7 @@ constexpr char kUsage[] =
     "Usage: ringside stragglers [--job J] [--window DURATION] [--limit N]\n"
     "\n"
     "Ranks by how often they arrive last at their collectives (everyone else waits for them):\n"
+    "  POD        the Kubernetes pod running the rank (namespace/pod), when the plugin knew it\n"
     "  SCORE      share of recent collectives in which the rank arrived last\n"
     "  MARGIN     median lag behind the next-latest rank, as a share of the collective\n"
     "  WAIT       share of the collective the rank spent waiting (low = the culprit)\n"
@@ -85,11 +87,13 @@ int RunStragglers(const std::vector<std::string>& argv, CommandContext& ctx) {
     ctx.out << "No collective records in the window"
             << (req.job().empty() ? "" : absl::StrCat(" for job ", req.job())) << ".\n";
   } else {
-    Table t({"JOB", "RANK", "NODE", "COMM", "SCORE", "MARGIN", "WAIT", "INSTANCES", "INCIDENT"});
-    for (size_t c : {1, 4, 5, 6, 7}) t.RightAlign(c);
+    Table t({"JOB", "RANK", "NODE", "POD", "COMM", "SCORE", "MARGIN", "WAIT", "INSTANCES",
+             "INCIDENT"});
+    for (size_t c : {1, 5, 6, 7, 8}) t.RightAlign(c);
     for (const v1::RankScore& r : resp->ranks()) {
       t.AddRow({r.job(), absl::StrCat(r.rank()), r.node().empty() ? "-" : r.node(),
-                r.comm().empty() ? "-" : r.comm(), Percent(r.score()), Percent(r.margin()),
+                PodText(r.pod_namespace(), r.pod()), r.comm().empty() ? "-" : r.comm(),
+                Percent(r.score()), Percent(r.margin()),
                 Percent(r.wait_fraction()), absl::StrCat(r.instances()),
                 r.flagged() ? absl::StrCat("#", r.incident_id(), " straggler") : "-"});
     }

@@ -111,6 +111,15 @@ TEST(AlertsFormatTest, LabelsComeFromTheEntity) {
   EXPECT_EQ(s.at("comm"), "tp0");
   EXPECT_EQ(s.at("severity"), "warning");
   EXPECT_EQ(s.count("function"), 0u);
+  EXPECT_EQ(s.count("pod"), 0u) << "no pod known: no pod label";
+
+  // A straggler whose plugin knew its Kubernetes pod: pod and namespace labels.
+  straggler.entity["pod"] = "llama-worker-5";
+  straggler.entity["namespace"] = "ml-team";
+  const std::map<std::string, std::string> k = AlertLabels(straggler);
+  EXPECT_EQ(k.at("pod"), "llama-worker-5");
+  EXPECT_EQ(k.at("namespace"), "ml-team");
+  EXPECT_EQ(k.size(), 8u);  // alertname severity job comm rank pod namespace ringside_incident_key
 }
 
 TEST(AlertsFormatTest, PostableAlertShape) {

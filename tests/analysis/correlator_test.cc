@@ -155,6 +155,40 @@ TEST_F(CorrelatorTest, JobSlowdownLooksAtEveryNodeOfTheJob) {
   EXPECT_EQ(j->causes[0].summary, "link_flapping on node-d gpu 3 link 11");
 }
 
+TEST_F(CorrelatorTest, TheBlastRadiusListsThePodsOfTheRanksBehindIt) {
+  // node-b's ranks (4-7) now report their Kubernetes pods; the others still do not.
+  for (int r = 4; r < 8; ++r) {
+    CollectiveObservation o;
+    o.job = "job-1";
+    o.comm_id = 1;
+    o.rank = r;
+    o.nranks = 16;
+    o.global_rank = r;
+    o.function = "AllReduce";
+    o.start_ns = absl::ToUnixNanos(At(1));
+    o.stop_ns = absl::ToUnixNanos(At(1) + absl::Milliseconds(5));
+    o.host = "node-b";
+    o.pod = "job-1-worker-" + std::to_string(r);
+    o.pod_namespace = "ml-team";
+    correlator_.ObserveCollective(o);
+  }
+  Finding down = Storm("node-b", At(10));
+  down.kind = IncidentKind::kLinkDown;  // a node-local incident: only node-b's ranks
+  down.entity.erase("priority");
+  ASSERT_TRUE(incidents_.Apply(down).ok());
+  ASSERT_TRUE(correlator_.Correlate(incidents_, At(11)).ok());
+  const Incident* inc = OpenOf(IncidentKind::kLinkDown);
+  ASSERT_NE(inc, nullptr);
+  ASSERT_EQ(inc->affected.size(), 1u);
+  EXPECT_THAT(inc->affected[0].ranks, ElementsAre(4, 5, 6, 7));
+  EXPECT_THAT(inc->affected[0].pods,
+              ElementsAre("ml-team/job-1-worker-4", "ml-team/job-1-worker-5",
+                          "ml-team/job-1-worker-6", "ml-team/job-1-worker-7"));
+  EXPECT_NE(AffectedJson(inc->affected).find("\"pods\":[\"ml-team/job-1-worker-4\""),
+            std::string::npos)
+      << AffectedJson(inc->affected);
+}
+
 TEST_F(CorrelatorTest, RanksNotSeenForAWhileLeaveTheBlastRadius) {
   ASSERT_TRUE(incidents_.Apply(Storm("node-d", At(0) + absl::Minutes(20))).ok());
   ASSERT_TRUE(correlator_.Correlate(incidents_, At(0) + absl::Minutes(20)).ok());

@@ -217,7 +217,9 @@ TEST_F(SqliteStoreTest, RoundTripsEveryField) {
   inc.resolution = "over";
   inc.causes = {{0, "host", "host", {{"node", "n"}}, "no fabric incident"},
                 {5, "link_flapping", "node", {}, "x"}};
-  inc.affected = {{"job-1", {0, 1, 2}, {"node-2"}}, {"job-2", {}, {}}};
+  inc.affected = {{"job-1", {0, 1, 2}, {"node-2"}},
+                  {"job-2", {}, {}},
+                  {"job-3", {4, 5}, {"node-4"}, {"ml-team/w-4", "ml-team/w-5"}}};
   inc.revision = 9;
   ASSERT_TRUE(store->Put(inc).ok());
   absl::StatusOr<std::optional<Incident>> back = store->Get(41);

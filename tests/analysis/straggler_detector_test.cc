@@ -110,6 +110,50 @@ TEST(StragglerDetectorTest, TwentyPercentSlowerRankFlaggedWithin20Collectives) {
   EXPECT_NEAR(f.evidence.at("margin_ms"), 20, 3);  // 20 % of 100 ms compute
 }
 
+// A rank whose plugin knew its Kubernetes pod: the finding's entity, its summary and the rank
+// view name the pod; ranks without one (an older plugin) get no pod labels at all.
+TEST(StragglerDetectorTest, TheStragglersPodIsInItsEntityAndRankView) {
+  SyntheticJob job(8, 3);
+  StragglerDetector d;
+  std::vector<Finding> findings;
+  for (int i = 0; i < 40; ++i) {
+    for (CollectiveObservation obs : job.Iteration({{5, 1.2}})) {
+      if (obs.rank != 3) {  // rank 3: an older plugin, no pod
+        obs.pod = "trainer-" + std::to_string(obs.rank);
+        obs.pod_namespace = "ml-team";
+      }
+      d.Observe(obs, findings);
+    }
+  }
+  ASSERT_FALSE(findings.empty());
+  const Finding& f = findings.front();
+  ASSERT_EQ(f.kind, IncidentKind::kStraggler);
+  EXPECT_EQ(f.entity.at("rank"), "5");
+  EXPECT_EQ(f.entity.at("pod"), "trainer-5");
+  EXPECT_EQ(f.entity.at("namespace"), "ml-team");
+  EXPECT_NE(f.summary.find("rank 5 (pod ml-team/trainer-5) of job job-1"), std::string::npos)
+      << f.summary;
+  for (const RankView& v : d.Ranks("job-1")) {
+    if (v.rank == 3) {
+      EXPECT_EQ(v.pod, "");
+      EXPECT_EQ(v.pod_namespace, "");
+    } else {
+      EXPECT_EQ(v.pod, "trainer-" + std::to_string(v.rank));
+      EXPECT_EQ(v.pod_namespace, "ml-team");
+    }
+  }
+}
+
+TEST(StragglerDetectorTest, AStragglerWithoutAPodHasNoPodLabels) {
+  SyntheticJob job(8, 4);
+  StragglerDetector d;
+  Outcome o = Drive(job, 40, {{5, 1.2}}, d);
+  ASSERT_FALSE(o.findings.empty());
+  EXPECT_EQ(o.findings.front().entity.count("pod"), 0u);
+  EXPECT_EQ(o.findings.front().entity.count("namespace"), 0u);
+  EXPECT_EQ(o.findings.front().summary.find("pod"), std::string::npos);
+}
+
 TEST(StragglerDetectorTest, FivePercentSlowerRankFlaggedWithin100Collectives) {
   SyntheticJob job(16, 2);
   StragglerDetector d;

@@ -3,6 +3,7 @@
 // rejected or decoded to exactly what re-encodes to the corrupted bytes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -37,10 +38,16 @@ CollectiveRecordFields SampleRecord(int i = 0) {
 }
 
 std::string Frame(const std::vector<CollectiveRecordFields>& records, uint64_t dropped = 0,
-                  const char* job = "slurm-981273") {
+                  const char* job = "slurm-981273", const char* pod = nullptr,
+                  const char* pod_namespace = nullptr) {
   BatchHeaderFields h;
   h.dropped = dropped;
   h.job_id.Set(job);
+  if (pod != nullptr) {  // format version 2
+    h.version = kFormatVersion2;
+    h.pod.Set(pod);
+    h.pod_namespace.Set(pod_namespace);
+  }
   absl::StatusOr<std::string> f = EncodeFrame(h, records);
   EXPECT_TRUE(f.ok()) << f.status();
   return f.ok() ? *f : "";
@@ -160,8 +167,14 @@ TEST(CollectiveRecordTest, RejectsMalformedHeaders) {
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadMagic);
   EXPECT_EQ(ErrorOf("GET / HTTP/1.0\r\n\r\n"), DecodeError::kBadMagic);
   f = good;
-  Poke(f, 4, 2, 2);
+  Poke(f, 4, 3, 2);
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadVersion);
+  f = good;
+  Poke(f, 4, 0, 2);
+  EXPECT_EQ(ErrorOf(f), DecodeError::kBadVersion);
+  f = good;
+  Poke(f, 4, 2, 2);  // a version-1 header claiming version 2: its header_length is 96, not 416
+  EXPECT_EQ(ErrorOf(f), DecodeError::kBadLength);
   f = good;
   Poke(f, 6, 128, 2);
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadLength);
@@ -325,7 +338,11 @@ TEST(CollectiveRecordTest, RandomCorruptionsAreRejectedOrDecodedIdentically) {
     std::vector<CollectiveRecordFields> records;
     const int n = static_cast<int>(rng() % 6);
     for (int i = 0; i < n; ++i) records.push_back(SampleRecord(static_cast<int>(rng() % 1000)));
-    const std::string original = Frame(records, rng() % 1000);
+    // Half the frames in version 2, with a pod identity.
+    const bool v2 = rng() % 2 == 0;
+    const std::string original = v2 ? Frame(records, rng() % 1000, "slurm-981273",
+                                            "trainer-7f9c-0", "ml-research")
+                                    : Frame(records, rng() % 1000);
     std::string f = original;
     switch (rng() % 6) {
       case 0:
@@ -374,6 +391,133 @@ TEST(CollectiveRecordTest, RandomCorruptionsAreRejectedOrDecodedIdentically) {
   for (int e = 1; e < kDecodeErrorCount; ++e) {
     EXPECT_GT(by_reason[e], 0) << DecodeErrorName(static_cast<DecodeError>(e));
   }
+}
+
+// --- Format version 2: the pod identity in the batch header ---------------------------------------
+
+TEST(CollectiveRecordTest, VersionTwoLayoutCarriesThePodAfterTheVersionOneHeader) {
+  const std::string f = Frame({SampleRecord()}, 5, "job-a", "trainer-0", "ml-team");
+  ASSERT_EQ(f.size(), 416u + 352u);
+  EXPECT_EQ(f.substr(0, 4), "RSCB");
+  EXPECT_EQ(f[4], 2);                               // version
+  EXPECT_EQ(Bytes(f)[6] | Bytes(f)[7] << 8, 416);   // header_length
+  EXPECT_EQ(f[12], 1);                              // record_count
+  EXPECT_EQ(Bytes(f)[16] | Bytes(f)[17] << 8, 352);  // record_length: records did not change
+  EXPECT_EQ(f[24], 5);                              // dropped
+  EXPECT_EQ(std::string(f.data() + 32), "job-a");
+  EXPECT_EQ(std::string(f.data() + 96), "trainer-0");
+  EXPECT_EQ(std::string(f.data() + 352), "ml-team");
+  for (size_t i = 96 + 9; i < 352; ++i) ASSERT_EQ(f[i], 0) << i;  // zero-padded
+  // The record is byte for byte the version-1 record, layout version 1 included.
+  EXPECT_EQ(f.substr(416), Frame({SampleRecord()}, 5, "job-a").substr(96));
+  EXPECT_EQ(f[416 + 4], 1);
+}
+
+TEST(CollectiveRecordTest, VersionTwoRoundTripsWithThePodOnEveryRecord) {
+  std::vector<CollectiveRecordFields> in = {SampleRecord(0), SampleRecord(1)};
+  // The longest names Kubernetes allows.
+  const std::string pod = std::string(250, 'p') + "-x9";
+  const std::string ns = std::string(62, 'n') + "1";
+  const std::string f = Frame(in, 3, "job-a", pod.c_str(), ns.c_str());
+  BatchHeaderFields h;
+  std::vector<CollectiveRecordFields> out;
+  ASSERT_TRUE(DecodeAll(f, &h, &out).ok()) << DecodeAll(f).detail;
+  EXPECT_EQ(h.version, kFormatVersion2);
+  EXPECT_EQ(h.pod.c_str(), pod);
+  EXPECT_EQ(h.pod_namespace.c_str(), ns);
+  EXPECT_EQ(out, in);
+  absl::StatusOr<std::string> again = EncodeFrame(h, out);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, f);
+
+  absl::StatusOr<v1::CollectiveBatch> b =
+      DecodeFrameToProto(absl::MakeSpan(Bytes(f), f.size()));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->records_size(), 2);
+  for (const v1::CollectiveRecord& r : b->records()) {
+    EXPECT_EQ(r.pod(), pod);
+    EXPECT_EQ(r.pod_namespace(), ns);
+  }
+  EXPECT_EQ(b->dropped_by_job().at("job-a"), 3u);
+}
+
+TEST(CollectiveRecordTest, VersionOneFramesStillDecodeWithNoPod) {
+  const std::string f = Frame({SampleRecord()}, 0, "job-a");
+  BatchHeaderFields h;
+  ASSERT_TRUE(DecodeAll(f, &h).ok());
+  EXPECT_EQ(h.version, kFormatVersion1);
+  EXPECT_TRUE(h.pod.empty());
+  EXPECT_TRUE(h.pod_namespace.empty());
+  absl::StatusOr<v1::CollectiveBatch> b =
+      DecodeFrameToProto(absl::MakeSpan(Bytes(f), f.size()));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->records(0).pod(), "");
+  EXPECT_EQ(b->records(0).pod_namespace(), "");
+  // A version-2 frame without a pod (both empty) is valid too, and equally pod-less.
+  ASSERT_TRUE(DecodeAll(Frame({SampleRecord()}, 0, "job-a", "", ""), &h).ok());
+  EXPECT_EQ(h.version, kFormatVersion2);
+  EXPECT_TRUE(h.pod.empty());
+}
+
+TEST(CollectiveRecordTest, RejectsGarbageAndOversizedPodIdentities) {
+  const auto error = [](const std::string& pod, const std::string& ns) {
+    // Written straight into the fields, past FixedString's sanitising.
+    std::string f = Frame({SampleRecord()}, 0, "job-a", "x", "y");
+    std::memset(f.data() + 96, 0, 256 + 64);
+    std::memcpy(f.data() + 96, pod.data(), std::min<size_t>(pod.size(), 256));
+    std::memcpy(f.data() + 352, ns.data(), std::min<size_t>(ns.size(), 64));
+    return DecodeAll(f);
+  };
+  EXPECT_TRUE(error("trainer-0", "ml-team").ok());
+  EXPECT_TRUE(error("web.v2-0", "default").ok());
+  struct Case {
+    std::string pod, ns, why;
+  };
+  const std::vector<Case> bad = {
+      {std::string(254, 'a'), "ml", "pod longer than 253"},
+      {std::string(256, 'a'), "ml", "pod not terminated"},
+      {"trainer-0", std::string(64, 'n'), "namespace not terminated"},
+      {"Trainer-0", "ml", "upper case"},
+      {"trainer_0", "ml", "underscore"},
+      {"trainer 0", "ml", "space"},
+      {"trainer\n0", "ml", "control character"},
+      {"tr\xc3\xa4iner", "ml", "non-ASCII"},
+      {"trainer-0", "ml.team", "a dot in a namespace"},
+      {"trainer-0", "", "pod without namespace"},
+      {"", "ml", "namespace without pod"},
+      {std::string("trainer\0x", 9), "ml", "bytes after the terminator"},
+  };
+  for (const Case& c : bad) {
+    const DecodeStatus s = error(c.pod, c.ns);
+    EXPECT_EQ(s.error, DecodeError::kBadString) << c.why << ": " << s.detail;
+  }
+  // A version-2 header cut short anywhere is truncated, not garbage: the listener waits for more.
+  const std::string good = Frame({SampleRecord()}, 0, "job-a", "trainer-0", "ml-team");
+  for (size_t n : {6, 95, 96, 97, 300, 415}) {
+    BatchHeaderFields h;
+    size_t frame_size = 0;
+    EXPECT_EQ(DecodeBatchHeader(Bytes(good), n, &h, &frame_size).error, DecodeError::kTruncated)
+        << n;
+  }
+  BatchHeaderFields h;
+  size_t frame_size = 0;
+  ASSERT_TRUE(DecodeBatchHeader(Bytes(good), 416, &h, &frame_size).ok());
+  EXPECT_EQ(frame_size, 416u + 352u);
+}
+
+TEST(CollectiveRecordTest, PodNamesAreValidatedTheKubernetesWay) {
+  EXPECT_TRUE(ValidPodName("a", 1));
+  EXPECT_TRUE(ValidPodName("trainer-0.web", 13));
+  EXPECT_FALSE(ValidPodName("", 0));
+  EXPECT_FALSE(ValidPodName(nullptr, 3));
+  const std::string longest(253, 'a');
+  EXPECT_TRUE(ValidPodName(longest.c_str(), longest.size()));
+  EXPECT_FALSE(ValidPodName(longest.c_str(), 254));
+  EXPECT_TRUE(ValidPodNamespace("kube-system", 11));
+  EXPECT_FALSE(ValidPodNamespace("kube.system", 11));
+  const std::string ns(64, 'n');
+  EXPECT_TRUE(ValidPodNamespace(ns.c_str(), 63));
+  EXPECT_FALSE(ValidPodNamespace(ns.c_str(), 64));
 }
 
 }  // namespace

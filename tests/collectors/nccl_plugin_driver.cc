@@ -8,15 +8,18 @@
 // byte by byte from the offsets in ../shared/reference/nccl-profiler-abi.md, so a wrong declaration
 // in the plugin shows up as wrong records.
 //
-//   nccl_plugin_driver --plugin=PATH --version=4|5|6|7 --mode=plan|count|fork|weird
+//   nccl_plugin_driver --plugin=PATH --version=4|5|6|7 --mode=plan|count|fork|weird|straggler
 //       [--rank=R --nranks=N --collectives=K] [--socket=PATH] [--env=NAME=VALUE ...]
-//       [--wait-file=PATH] [--seccomp]
+//       [--wait-file=PATH] [--seccomp] [--late-rank=L --t0=UNIX_NS]
 //
 // plan:  2 communicators × K collectives from nccl_driver_plan.h.
 // count: K AllReduce collectives (2 channels each) on one thread, timed, then (after --wait-file
 //        exists) one more and finalize. --seccomp: the K run under a filter that counts syscalls.
 // fork:  collectives before and after a fork, in the parent and in the child.
 // weird: odd inputs NCCL may send (NULL strings, zero channels, unknown events, NULL handles).
+// straggler: K AllReduce on one communicator "world" of N ranks, one every 10 ms from --t0 (the
+//        same for every rank): rank L arrives 4 ms late, so its kernel runs 1 ms and the others
+//        wait 4 ms more (5 ms); it is busy 90 % of each step, the others 50 %.
 //
 // Lines on stdout: "pid P", "mask M", "enqueue COMM I BEFORE AFTER", "count N WALL_NS MAX_NS",
 // "syscalls N LAST", "child-pid P", "done". Exit status 0 when everything was called.
@@ -442,6 +445,32 @@ int RunWeird() {
   return 0;
 }
 
+int RunStraggler(int rank, int nranks, int collectives, int late, int64_t t0) {
+  const plan::CommSpec comm = {0x7171000000000001ull, "world", nranks, rank};
+  void* ctx = Init(comm, nranks);
+  for (int i = 0; i < collectives; ++i) {
+    plan::CollSpec spec{};
+    spec.func = "AllReduce";
+    spec.seq = static_cast<uint64_t>(i);
+    spec.count = 1 << 20;
+    spec.datatype = "ncclFloat32";
+    spec.algo = "RING";
+    spec.proto = "SIMPLE";
+    spec.channels = 1;
+    const uint64_t step = static_cast<uint64_t>(t0) + static_cast<uint64_t>(i) * 10'000'000ull;
+    const uint64_t start =
+        rank == late ? step + 4'000'000ull : step + static_cast<uint64_t>(rank) * 10'000ull;
+    void* group = StartGroup(ctx);
+    void* coll = StartColl(ctx, group, rank, spec, 0);
+    Check(g_table.stop(coll) == 0, "stopEvent(Coll)");
+    Check(g_table.stop(group) == 0, "stopEvent(Group)");
+    void* h = StartKernelCh(ctx, coll, 0, start);
+    StopKernelCh(h, step + 5'000'000ull);
+  }
+  Finalize(ctx);
+  return 0;
+}
+
 std::string Flag(int argc, char** argv, const char* name, const char* fallback = "") {
   const size_t n = std::strlen(name);
   for (int i = 1; i < argc; ++i) {
@@ -453,9 +482,10 @@ std::string Flag(int argc, char** argv, const char* name, const char* fallback =
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A clean environment for the job id: only what --env sets.
+  // A clean environment for the job id and the pod: only what --env sets.
   for (const char* name :
-       {"RINGSIDE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RINGSIDE_SOCKET"}) {
+       {"RINGSIDE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RINGSIDE_SOCKET", "POD_NAME",
+        "POD_NAMESPACE"}) {
     unsetenv(name);
   }
   for (int i = 1; i < argc; ++i) {
@@ -502,6 +532,10 @@ int main(int argc, char** argv) {
     rc = RunFork();
   } else if (mode == "weird") {
     rc = RunWeird();
+  } else if (mode == "straggler") {
+    rc = RunStraggler(rank, nranks, collectives,
+                      std::atoi(Flag(argc, argv, "--late-rank", "0").c_str()),
+                      std::atoll(Flag(argc, argv, "--t0", "0").c_str()));
   } else {
     std::fprintf(stderr, "driver: unknown --mode=%s\n", mode.c_str());
     return 2;

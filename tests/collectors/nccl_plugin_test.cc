@@ -1,17 +1,22 @@
 // libringside_nccl.so driven the way NCCL drives it (nccl_plugin_driver, one process per rank)
 // against the agent's real CollectiveListener on a temporary socket.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/timex.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -23,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "collectors/nccl_plugin/record_format.h"
 #include "daemon/agent/collective_listener.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tests/collectors/nccl_driver_plan.h"
@@ -504,6 +510,162 @@ TEST_F(NcclPluginTest, OddInputsNeverProduceARecordTheAgentRejects) {
       EXPECT_EQ(r.channels(), 2u);
     }
   }
+}
+
+TEST_F(NcclPluginTest, PodFromTheDownwardApiReachesEveryRecord) {
+  StartListener();
+  struct Case {
+    std::vector<std::string> env;
+    std::string pod, pod_namespace;  // what the records must carry
+    std::string log;                 // in NCCL's log
+  };
+  const std::vector<Case> cases = {
+      {{"POD_NAME=trainer-7f9c-0", "POD_NAMESPACE=ml-team"}, "trainer-7f9c-0", "ml-team",
+       "pod ml-team/trainer-7f9c-0, records to"},
+      {{}, "", "", "pod -, records to"},
+      {{"POD_NAME=Trainer_0", "POD_NAMESPACE=ml-team"}, "", "", "POD_NAME is not a Kubernetes"},
+      {{"POD_NAME=" + std::string(254, 'a'), "POD_NAMESPACE=ml-team"}, "", "",
+       "POD_NAME is not a Kubernetes"},
+      {{"POD_NAME=trainer-0"}, "", "", "POD_NAME without POD_NAMESPACE"},
+  };
+  size_t total = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    std::vector<std::string> args = DriverArgs(k % 2 == 0 ? 5 : 7, "plan");
+    args.push_back("--collectives=3");
+    args.push_back("--nranks=2");
+    for (const std::string& e : cases[k].env) args.push_back("--env=" + e);
+    Process p(args, tmp_.path());
+    ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
+    EXPECT_TRUE(absl::StrContains(p.Stderr(), cases[k].log)) << "case " << k << ":\n" << p.Stderr();
+    total += 6;
+    ASSERT_TRUE(received_.WaitForRecords(total, absl::Seconds(20))) << Diagnostics();
+    std::vector<v1::CollectiveRecord> got = received_.records();
+    for (size_t i = total - 6; i < total; ++i) {
+      EXPECT_EQ(got[i].pod(), cases[k].pod) << "case " << k;
+      EXPECT_EQ(got[i].pod_namespace(), cases[k].pod_namespace) << "case " << k;
+    }
+  }
+  EXPECT_EQ(TotalRejections(), 0u) << Diagnostics();
+}
+
+// An agent from before format version 2: it takes version-1 frames only, and cuts a connection
+// off at the first header of another version (bad_version), as that release's decoder did. It
+// never writes to the plugin.
+class OldAgent {
+ public:
+  explicit OldAgent(const std::string& path) {
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    ok_ = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+          ::listen(listen_fd_, 16) == 0;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~OldAgent() {
+    stop_ = true;
+    thread_.join();
+    for (auto& c : conns_) ::close(c.fd);
+    ::close(listen_fd_);
+  }
+  bool ok() const { return ok_; }
+  uint64_t records() const { return records_; }
+  uint64_t dropped() const { return dropped_; }
+  uint64_t refused() const { return refused_; }
+  uint64_t garbage() const { return garbage_; }
+
+ private:
+  struct Conn {
+    int fd;
+    std::string buf;
+  };
+  void Loop() {
+    while (!stop_) {
+      std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}};
+      for (const Conn& c : conns_) fds.push_back({c.fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
+      if (fds[0].revents & POLLIN) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) conns_.push_back({fd, ""});
+      }
+      for (size_t i = 0; i + 1 < fds.size(); ++i) {
+        if (fds[i + 1].revents == 0) continue;
+        Conn& c = conns_[i];
+        char buf[65536];
+        const ssize_t n = ::recv(c.fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0) c.buf.append(buf, static_cast<size_t>(n));
+        if (n == 0 || !Consume(c)) {
+          ::close(c.fd);
+          c.fd = -1;
+        }
+      }
+      conns_.erase(std::remove_if(conns_.begin(), conns_.end(),
+                                  [](const Conn& c) { return c.fd < 0; }),
+                   conns_.end());
+    }
+  }
+  // False: cut the connection off.
+  bool Consume(Conn& c) {
+    while (c.buf.size() >= 6) {
+      const auto* p = reinterpret_cast<const uint8_t*>(c.buf.data());
+      if ((p[4] | p[5] << 8) != 1) {
+        ++refused_;
+        return false;
+      }
+      collectors::BatchHeaderFields h;
+      size_t frame_size = 0;
+      collectors::DecodeStatus s = collectors::DecodeBatchHeader(p, c.buf.size(), &h, &frame_size);
+      if (s.error == collectors::DecodeError::kTruncated) return true;
+      if (!s.ok() || c.buf.size() < frame_size) {
+        if (!s.ok()) ++garbage_;
+        return s.ok();
+      }
+      std::vector<collectors::CollectiveRecordFields> records(collectors::kMaxRecordsPerBatch);
+      s = collectors::DecodeFrame(p, frame_size, &h, records.data(), records.size());
+      if (!s.ok()) {
+        ++garbage_;
+        return false;
+      }
+      records_ += h.record_count;
+      dropped_ += h.dropped;
+      c.buf.erase(0, frame_size);
+    }
+    return true;
+  }
+
+  int listen_fd_ = -1;
+  bool ok_ = false;
+  std::atomic<bool> stop_{false};
+  std::vector<Conn> conns_;  // the thread's
+  std::atomic<uint64_t> records_{0}, dropped_{0}, refused_{0}, garbage_{0};
+  std::thread thread_;
+};
+
+TEST_F(NcclPluginTest, AnAgentThatSpeaksOnlyVersionOneGetsEveryRecordInVersionOne) {
+  OldAgent old(SocketPath());
+  ASSERT_TRUE(old.ok());
+  constexpr int kCollectives = 500;
+  const std::string go = tmp_.path() + "/go";
+  std::vector<std::string> args = DriverArgs(6, "count");
+  args.push_back(absl::StrCat("--collectives=", kCollectives));
+  args.push_back("--env=RINGSIDE_JOB_ID=legacy");
+  args.push_back("--env=POD_NAME=trainer-0");
+  args.push_back("--env=POD_NAMESPACE=ml-team");
+  args.push_back("--wait-file=" + go);
+  Process p(args, tmp_.path());
+  ASSERT_TRUE(p.WaitForStderr("phase 1 done", absl::Seconds(60))) << p.Stderr();
+  // The plugin's version-2 hello is cut off; it reconnects in version 1 and loses nothing.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (old.records() + old.dropped() < kCollectives && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives));
+  std::ofstream(go) << "go";
+  ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
+  EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives + 1));
+  EXPECT_EQ(old.dropped(), 0u);
+  EXPECT_EQ(old.refused(), 1u) << "one refused hello, then version 1 for good";
+  EXPECT_EQ(old.garbage(), 0u);
 }
 
 TEST(NcclPluginLibraryTest, ExportsOnlyTheProfilerTables) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -215,6 +216,95 @@ TEST_F(CollectiveListenerTest, PeerCredentialsGiveThePidAndTheNodeNameTheHost) {
     EXPECT_EQ(r.nranks(), 4u);
   }
   ::close(fd);
+}
+
+std::string PodFrame(const std::vector<rc::CollectiveRecordFields>& records, const char* pod,
+                     const char* pod_namespace, uint64_t dropped = 0) {
+  rc::BatchHeaderFields h;
+  h.version = rc::kFormatVersion2;
+  h.dropped = dropped;
+  h.job_id.Set("job-1");
+  h.pod.Set(pod);
+  h.pod_namespace.Set(pod_namespace);
+  return *rc::EncodeFrame(h, records);
+}
+
+// One byte the agent sent back within `timeout`, or -1.
+int ReadByte(int fd, absl::Duration timeout) {
+  struct pollfd p = {fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) return -1;
+  uint8_t c = 0;
+  return ::recv(fd, &c, 1, MSG_DONTWAIT) == 1 ? c : -1;
+}
+
+TEST_F(CollectiveListenerTest, VersionTwoFramesGiveEveryRecordThePodAndAreAcknowledgedOnce) {
+  CollectiveListenerOptions o;
+  o.node = "gpu-node-17";
+  Start(o);
+  const int v2 = Connect(Path());
+  const int v1 = Connect(Path());
+  ASSERT_GE(v2, 0);
+  ASSERT_GE(v1, 0);
+  // The header arrives in two pieces (the pod straddles them): the agent waits for the rest.
+  const std::string first = PodFrame({Record(0), Record(1)}, "trainer-3", "ml-team", 5);
+  ASSERT_TRUE(Send(v2, first.substr(0, 200)));
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(Send(v2, first.substr(200)));
+  ASSERT_TRUE(Send(v2, PodFrame({Record(2)}, "trainer-3", "ml-team")));
+  ASSERT_TRUE(Send(v1, Records(10, 2)));  // an older plugin on the same socket
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 5; }));
+  EXPECT_EQ(ReadByte(v2, absl::Seconds(5)), rc::kVersion2Ack);
+  EXPECT_EQ(ReadByte(v2, absl::Milliseconds(100)), -1) << "one acknowledgement per connection";
+  EXPECT_EQ(ReadByte(v1, absl::Milliseconds(100)), -1) << "a version-1 plugin is never written to";
+  for (const auto& r : records()) {
+    EXPECT_EQ(r.host(), "gpu-node-17");
+    if (r.seq() < 10) {
+      EXPECT_EQ(r.pod(), "trainer-3") << r.ShortDebugString();
+      EXPECT_EQ(r.pod_namespace(), "ml-team");
+    } else {
+      EXPECT_EQ(r.pod(), "") << "version 1: no pod";
+      EXPECT_EQ(r.pod_namespace(), "");
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(dropped_["job-1"], 5u);
+  }
+  EXPECT_EQ(listener_->Stats().jobs.at("job-1").records, 5u);
+  ::close(v2);
+  ::close(v1);
+}
+
+TEST_F(CollectiveListenerTest, AGarbagePodIdentityIsCutOffAndCountedAsBadString) {
+  Start();
+  const int genuine = Connect(Path());
+  ASSERT_GE(genuine, 0);
+  const std::vector<std::pair<std::string, size_t>> rogue = {
+      {std::string(254, 'a'), 96},   // pod longer than Kubernetes allows
+      {"Trainer_0!", 96},            // not a pod name
+      {"trainer-0\x01", 96},        // a control character
+      {std::string(64, 'n'), 352},   // namespace not terminated
+  };
+  for (const auto& [garbage, offset] : rogue) {
+    std::string f = PodFrame({Record(0)}, "trainer-0", "ml-team");
+    std::memset(f.data() + offset, 0, offset == 96 ? 256 : 64);
+    std::memcpy(f.data() + offset, garbage.data(), garbage.size());
+    const int fd = Connect(Path());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(Send(fd, f));
+    EXPECT_TRUE(ClosedByAgent(fd, absl::Seconds(5))) << garbage;
+    ::close(fd);
+  }
+  ASSERT_TRUE(WaitFor([&] { return Rejected("bad_string") == rogue.size(); }))
+      << Rejected("bad_string");
+  ASSERT_TRUE(Send(genuine, PodFrame({Record(7)}, "trainer-0", "ml-team")));
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 1; }));
+  EXPECT_EQ(records()[0].pod(), "trainer-0");
+  EXPECT_EQ(records()[0].seq(), 7u);
+  bool logged = false;
+  for (const std::string& l : log()) logged |= absl::StrContains(l, "bad_string: batch pod");
+  EXPECT_TRUE(logged);
+  ::close(genuine);
 }
 
 TEST_F(CollectiveListenerTest, RogueSendersAreCutOffAndCountedWhileGenuineSendersAreNot) {

@@ -36,7 +36,8 @@ std::string AlertName(IncidentKind kind) {
 
 const std::vector<std::string>& AlertEntityLabels() {
   static const auto* labels = new std::vector<std::string>{
-      "node", "device", "port", "netdev", "gpu", "link", "priority", "job", "rank", "comm"};
+      "node", "device", "port", "netdev", "gpu", "link", "priority", "job", "rank", "comm",
+      "pod",  "namespace"};
   return *labels;
 }
 

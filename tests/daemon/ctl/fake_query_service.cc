@@ -119,6 +119,8 @@ FakeQueryData CannedCluster(absl::Time now) {
   a->set_job("j1");
   for (int r : {7, 4, 5, 6}) a->add_ranks(r);
   a->add_nodes("node-b");
+  a->add_pods("train/j1-worker-4");  // the ranks whose plugin knew its Kubernetes pod
+  a->add_pods("train/j1-worker-5");
   i12.set_revision(4);
 
   v1::Incident i15 =
@@ -190,6 +192,8 @@ FakeQueryData CannedCluster(absl::Time now) {
   d.stragglers = {Rank("j1", 5, "node-b", 0.9, 0.31, 0.02, 40, 15),
                   Rank("j2", 0, "node-c", 0.4, 0.05, 0.3, 40, 0),
                   Rank("j1", 2, "node-a", 0.05, 0.01, 0.6, 40, 0)};
+  d.stragglers[0].set_pod("j1-worker-5");  // from a plugin that knew its Kubernetes pod
+  d.stragglers[0].set_pod_namespace("train");
 
   v1::ClusterStatus& s = d.status;
   s.set_nodes(3);

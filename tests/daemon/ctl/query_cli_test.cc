@@ -202,8 +202,8 @@ TEST_F(QueryCliTest, IncidentDetailFollowsTheCauseChain) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out,
                                 "Blast radius (jobs and ranks behind it):\n"
-                                "  JOB  RANKS  NODES\n"
-                                "  j1   4-7    node-b\n"))
+                                "  JOB  RANKS  NODES   PODS\n"
+                                "  j1   4-7    node-b  train/j1-worker-4,train/j1-worker-5\n"))
       << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "Causes:\n  none recorded\n")) << r.out;
 
@@ -305,8 +305,12 @@ TEST_F(QueryCliTest, Stragglers) {
   EXPECT_EQ(r.exit_code, 1) << r.err;  // rank 5 is flagged by #15
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u) << r.out;
-  EXPECT_EQ(lines[0], "JOB  RANK  NODE    COMM    SCORE  MARGIN  WAIT  INSTANCES  INCIDENT");
-  EXPECT_EQ(lines[1], "j1      5  node-b  0x7f01    90%     31%    2%         40  #15 straggler");
+  EXPECT_EQ(lines[0],
+            "JOB  RANK  NODE    POD                COMM    SCORE  MARGIN  WAIT  INSTANCES  INCIDENT");
+  EXPECT_EQ(lines[1],
+            "j1      5  node-b  train/j1-worker-5  0x7f01    90%     31%    2%         40  #15 "
+            "straggler");
+  EXPECT_TRUE(absl::StartsWith(lines[2], "j2      0  node-c  -                  ")) << lines[2];
   r = Cli({"stragglers", "--job", "j2", "--window", "5m", "--limit", "3"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(fake().last_top_stragglers().job(), "j2");
@@ -316,6 +320,10 @@ TEST_F(QueryCliTest, Stragglers) {
   nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 3u);
   EXPECT_EQ(j[0]["incident_id"], 15);
+  EXPECT_EQ(j[0]["pod"], "j1-worker-5");
+  EXPECT_EQ(j[0]["namespace"], "train");
+  EXPECT_TRUE(j[1]["pod"].is_null());
+  EXPECT_TRUE(j[1]["namespace"].is_null());
   EXPECT_DOUBLE_EQ(j[0]["wait_fraction"].get<double>(), 0.02);
 }
 

@@ -113,6 +113,15 @@ TEST(IncidentTextTest, EntityAndHeadline) {
   EXPECT_EQ(EntityText(netdev), "n1 eth2");
   EntityMap empty;
   EXPECT_EQ(EntityText(empty), "-");
+  EntityMap straggler;  // with its Kubernetes pod
+  straggler["job"] = "j1";
+  straggler["rank"] = "5";
+  straggler["node"] = "node-b";
+  straggler["pod"] = "j1-worker-5";
+  straggler["namespace"] = "train";
+  EXPECT_EQ(EntityText(straggler), "rank 5 (job j1) on node-b pod train/j1-worker-5");
+  EXPECT_EQ(PodText("train", "j1-worker-5"), "train/j1-worker-5");
+  EXPECT_EQ(PodText("", ""), "-");
   google::protobuf::RepeatedField<int64_t> ranks;
   for (int r : {7, 0, 1, 2, 3, 5, 3, 9, 10}) ranks.Add(r);
   EXPECT_EQ(RankRanges(ranks), "0-3,5,7,9-10");
@@ -172,6 +181,7 @@ TEST(QueryJsonTest, IncidentShapeIsStable) {
   EXPECT_DOUBLE_EQ(j["evidence"]["score"].get<double>(), 0.9);
   j = IncidentJson(by_id[12]);
   EXPECT_EQ(j["affected"][0]["ranks"], nlohmann::json({7, 4, 5, 6}));
+  EXPECT_EQ(j["affected"][0]["pods"], nlohmann::json({"train/j1-worker-4", "train/j1-worker-5"}));
 }
 
 TEST(QueryJsonTest, OtherShapes) {
@@ -188,6 +198,9 @@ TEST(QueryJsonTest, OtherShapes) {
   EXPECT_TRUE(NodeJson(n)["rates"][0]["rate_per_second"].is_null());
   nlohmann::json rank = RankScoreJson(d.stragglers[1]);
   EXPECT_TRUE(rank["incident_id"].is_null());
+  EXPECT_TRUE(rank["pod"].is_null());
+  EXPECT_EQ(RankScoreJson(d.stragglers[0])["pod"], "j1-worker-5");
+  EXPECT_EQ(RankScoreJson(d.stragglers[0])["namespace"], "train");
   EXPECT_EQ(RankScoreJson(d.stragglers[0])["incident_id"], 15);
   nlohmann::json status = StatusJson(d.status);
   EXPECT_EQ(status["open_incidents_by_kind"]["pause_storm"], 1);
