@@ -12,29 +12,9 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=../../deploy/image/mmdebstrap-common.sh
 . "$HERE/../../deploy/image/mmdebstrap-common.sh"
 debs="$(cd "$1" && pwd)"; work="$(mkdir -p "$2" && cd "$2" && pwd)"; fixture="$3"
-start=$SECONDS
-
-if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP: needs root: mmdebstrap makes the Debian root and the test chroots into it"
-  exit 77
-fi
-command -v mmdebstrap >/dev/null || { echo "FAIL: mmdebstrap is not installed (scripts/install-deps.sh installs it)"; exit 1; }
-# Run in a mount namespace of its own, with the root on a tmpfs: quick to write, and gone with
-# every mount under it when the test exits (deleting its ~10,000 files took up to 30 s here).
-if [ -z "${RINGSIDE_DEPLOY_TEST_UNSHARED:-}" ]; then
-  exec env RINGSIDE_DEPLOY_TEST_UNSHARED=1 unshare --mount --propagation private -- bash "$0" "$@"
-fi
-
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-step() { echo "--- $* ($((SECONDS - start)) s)"; }
-mkdir -p "$work"
-root="$work/package-root"
-# Never delete through a mount (the namespace starts with a copy of the machine's mounts).
-if findmnt -rno TARGET | grep -q "^$root"; then echo "FAIL: something is mounted under $root"; exit 1; fi
-rm -rf "$root"   # an older run's, from before the tmpfs
-mkdir -p "$root"
-mount -t tmpfs -o mode=0755,size=4g ringside-deploy-test "$root"
+# shellcheck source-path=SCRIPTDIR source=tmpfs_root.sh
+. "$HERE/tmpfs_root.sh"
+tmpfs_root_enter "mmdebstrap makes the Debian root and the test chroots into it" "$work/package-root" "$@"
 
 pkgs=(ringside-agent ringside-aggregator ringside-cli ringside-nccl-plugin)
 first=()

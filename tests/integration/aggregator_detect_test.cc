@@ -37,15 +37,21 @@ std::string IngestPort(testing::Process& agg) {
   return m[1].str();
 }
 
-// A real agent on `tree` streaming to the aggregator at `port` every 100 ms, sysfs only.
+// A real agent on `tree` streaming every 100 ms, sysfs only, to the aggregator on 127.0.0.1 at
+// each of `ports` (two: both replicas of a shard).
 std::unique_ptr<testing::Process> StartAgent(const std::string& tree, const std::string& node,
-                                             const std::string& port, const std::string& cwd) {
+                                             const std::vector<std::string>& ports,
+                                             const std::string& cwd) {
+  std::string targets;
+  for (const std::string& p : ports) {
+    absl::StrAppend(&targets, targets.empty() ? "" : ",", "127.0.0.1:", p);
+  }
   return std::make_unique<testing::Process>(
       std::vector<std::string>{BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree,
-                               "--node-name=" + node, "--aggregator=127.0.0.1:" + port,
+                               "--node-name=" + node, "--aggregator=" + targets,
                                "--interval=100ms", "--listen=", "--nvml-library=",
                                "--ethtool-source=off", "--link-events=false",
-                               "--collectives-socket="},
+                               "--collectives-socket=", "--upload-backoff-max=500ms"},
       cwd);
 }
 
@@ -105,14 +111,7 @@ TEST(AggregatorDetectTest, ReplicasOfAShardRaiseTheSameIncidentsWithTheSameKeys)
   b.proc->Signal(SIGKILL);
   b.proc->Wait(absl::Seconds(10));
 
-  auto agent = std::make_unique<testing::Process>(
-      std::vector<std::string>{BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
-                               "--node-name=flappy",
-                               "--aggregator=127.0.0.1:" + a.grpc + ",127.0.0.1:" + b_port,
-                               "--interval=100ms", "--listen=", "--nvml-library=",
-                               "--ethtool-source=off", "--link-events=false",
-                               "--collectives-socket=", "--upload-backoff-max=500ms"},
-      dir.path());
+  auto agent = StartAgent(tree.path(), "flappy", {a.grpc, b_port}, dir.path());
   absl::SleepFor(absl::Seconds(1));
   auto flap = [&] {
     ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 2).ok());
@@ -165,14 +164,7 @@ TEST(AggregatorDetectTest, AReplacedReplicaTakesOverItsPeersOpenIncidents) {
   ASSERT_GT(a.http, 0) << a.proc->Stderr();
   ASSERT_GT(b.http, 0) << b.proc->Stderr();
   const std::string b_port = b.grpc;
-  auto agent = std::make_unique<testing::Process>(
-      std::vector<std::string>{BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
-                               "--node-name=downy",
-                               "--aggregator=127.0.0.1:" + a.grpc + ",127.0.0.1:" + b_port,
-                               "--interval=100ms", "--listen=", "--nvml-library=",
-                               "--ethtool-source=off", "--link-events=false",
-                               "--collectives-socket=", "--upload-backoff-max=500ms"},
-      dir.path());
+  auto agent = StartAgent(tree.path(), "downy", {a.grpc, b_port}, dir.path());
   absl::SleepFor(absl::Seconds(1));
   ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 2).ok());  // down, and it stays down
   ASSERT_TRUE(a.proc->WaitForStderr("opened: link_down", absl::Seconds(20))) << a.proc->Stderr();
@@ -214,7 +206,7 @@ TEST(AggregatorDetectTest, FlappingPortOpensLinkDownThenLinkFlapping) {
                        dir.path());
   const std::string port = IngestPort(agg);
   ASSERT_FALSE(port.empty()) << agg.Stderr();
-  std::unique_ptr<testing::Process> agent = StartAgent(tree.path(), "flappy", port, dir.path());
+  std::unique_ptr<testing::Process> agent = StartAgent(tree.path(), "flappy", {port}, dir.path());
   absl::SleepFor(absl::Seconds(1));
   auto flap = [&] {
     ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 2).ok());
@@ -253,7 +245,7 @@ TEST(AggregatorDetectTest, RoceNetdevAndItsRdmaPortAreOneLink) {
                        dir.path());
   const std::string port = IngestPort(agg);
   ASSERT_FALSE(port.empty()) << agg.Stderr();
-  std::unique_ptr<testing::Process> agent = StartAgent(tree.path(), "roce", port, dir.path());
+  std::unique_ptr<testing::Process> agent = StartAgent(tree.path(), "roce", {port}, dir.path());
   absl::SleepFor(absl::Seconds(1));
   ASSERT_TRUE(w.SetPortState("mlx5_0", 1, 1, 3).ok());
   ASSERT_TRUE(w.SetNetdevAttr("eth0", "operstate", "down").ok());
