@@ -541,17 +541,14 @@ bool PauseStormDetector::Restore(const Finding& open) {
         get("leaf").empty() ? absl::StrCat("node:", node) : absl::StrCat("leaf:", get("leaf"));
   } else {
     if (node.empty()) return false;
+    // The step's fields are views: the strings they name must outlive it (get() returns copies).
+    const std::string rdma_device = get("device");
+    const bool rdma = !rdma_device.empty();
+    const std::string device = rdma ? rdma_device : get("netdev");
+    const std::string port = rdma ? get("port") : std::string();
     CounterStep step;
     step.node = node;
-    if (!get("device").empty()) {
-      step.source = "infiniband";
-      step.device = get("device");
-      step.port = get("port");
-    } else {
-      step.source = "ethtool";
-      step.device = get("netdev");
-    }
-    const std::string device(step.device), port(step.port);
+    step.source = rdma ? "infiniband" : "ethtool";
     step.device = device;
     step.port = port;
     Port& origin = GetPort(step);
