@@ -1,8 +1,11 @@
-# deploy/kubernetes (issue #13): `kubectl kustomize` renders the base, every overlay and
-# examples/all-components; every object validates against the Kubernetes, prometheus-operator and
+# deploy/kubernetes (issues #13, #14): `kubectl kustomize` renders the base, every overlay,
+# examples/all-components and examples/shards; every object validates against the Kubernetes, prometheus-operator and
 # cert-manager schemas (npm kubernetes-models and friends, pinned in
 # tests/deploy/kubernetes/package-lock.json and installed with `npm ci` into the build tree), with
-# no unknown field; the security policy holds; the PrometheusRule matches
+# no unknown field; the security policy holds; the aggregator runs as two replica sets kept apart
+# by anti-affinity, each replica's --peers names the other replica of its shard only, the agents
+# list both, and Prometheus tells them apart by a `replica` target label that every rule on the
+# aggregator's series aggregates away; the PrometheusRule matches
 # deploy/prometheus/rules/ringside.rules.yml; the built ringside-agent and ringside-aggregator
 # accept the rendered flag files (checked by name only when they are not built yet); and
 # deliberately broken objects are rejected.

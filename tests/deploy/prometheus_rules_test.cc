@@ -42,6 +42,31 @@ TEST(PrometheusDeployTest, ConfigIsValid) {
   EXPECT_NE(r.out.find("SUCCESS"), std::string::npos) << r.out << r.err;
 }
 
+// The global Prometheus of federation.yml (docs/deploy-prometheus.md, "Federation").
+TEST(PrometheusDeployTest, FederationConfigIsValid) {
+  testing::RunResult r = Promtool({"check", "config", kRoot + "/deploy/prometheus/federation.yml"});
+  SKIP_WITHOUT_PROMTOOL(r);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("SUCCESS"), std::string::npos) << r.out << r.err;
+  const std::string federation = ReadAll(kRoot + "/deploy/prometheus/federation.yml");
+  EXPECT_NE(federation.find("metrics_path: /federate"), std::string::npos);
+  EXPECT_NE(federation.find("honor_labels: true"), std::string::npos);
+  EXPECT_NE(federation.find("'match[]':"), std::string::npos);
+}
+
+// Both replicas of the aggregator are scrape targets, told apart by a `replica` target label, and
+// no rule sets a label of that name (tests/deploy/kubernetes/validate.mjs checks the rest: every
+// rule on the aggregator's series aggregates it away).
+TEST(PrometheusDeployTest, AggregatorReplicasAreTargetsNotAlertLabels) {
+  const std::string targets = ReadAll(kRoot + "/deploy/prometheus/targets/ringside-aggregator.yml");
+  EXPECT_NE(targets.find("replica: a"), std::string::npos) << targets;
+  EXPECT_NE(targets.find("replica: b"), std::string::npos) << targets;
+  const std::string rules = ReadAll(kRoot + "/deploy/prometheus/rules/ringside.rules.yml");
+  EXPECT_FALSE(std::regex_search(rules, std::regex("\\n\\s+replica:")))
+      << "a rule sets a replica label";
+  EXPECT_NE(rules.find("max without (replica) (ringside_incidents_open)"), std::string::npos);
+}
+
 TEST(PrometheusDeployTest, RulesAreValid) {
   testing::RunResult r =
       Promtool({"check", "rules", kRoot + "/deploy/prometheus/rules/ringside.rules.yml"});

@@ -2,7 +2,8 @@
 //
 //   node validate.mjs --root=REPO [--kubectl=kubectl] [--compat-kubectl=PATH]
 //
-// 1. `kubectl kustomize` renders the base, every overlay and examples/all-components.
+// 1. `kubectl kustomize` renders the base, every overlay, examples/all-components and
+//    examples/shards.
 // 2. Every rendered object (and examples/training-job.yaml) validates against the Kubernetes,
 //    prometheus-operator and cert-manager schemas of the npm packages kubernetes-models,
 //    @kubernetes-models/prometheus-operator and @kubernetes-models/cert-manager, and has no field
@@ -13,8 +14,16 @@
 //    NET_ADMIN in the optics component, writable hostPaths beyond /run/ringside and the plugin
 //    folder, CPU limits...), and what they must have (probes, tolerations, memory request =
 //    limit, ...).
+//    Replicas: two aggregator StatefulSets ringside-aggregator-a and -b that differ only in a <-> b,
+//    with the same shard count, required anti-affinity on the node against each other's pods,
+//    --peers naming the other replica of the same shard and nothing else (per pod, $(VAR)
+//    expanded), their own headless Services; the agents' --aggregator listing both replicas of
+//    every shard it lists; one PodDisruptionBudget over both sets; the CLI Service and the
+//    NetworkPolicy covering both; the ServiceMonitor giving each pod a `replica` target label from
+//    its name, job="ringside-aggregator", and labels that differ within a pair by `replica` alone.
 // 4. components/prometheus-operator/prometheusrule.yaml is what gen-prometheusrule.sh makes of
-//    deploy/prometheus/rules/ringside.rules.yml, and has the same groups.
+//    deploy/prometheus/rules/ringside.rules.yml, and has the same groups; no rule sets a label
+//    named replica, and every rule on the aggregator's series aggregates `replica` away.
 // 5. Self-test: deliberately broken objects must be rejected by checks 2 and 3.
 // 6. With --agent-bin/--aggregator-bin (the built programs), each rendered flag file is read by
 //    the program itself: an unknown or misspelled flag there would crash-loop the pods.
@@ -52,6 +61,9 @@ const WRITABLE_HOSTPATHS = {
 const ALLOWED_HOSTPATHS = ["/sys", "/run/ringside", "/opt/ringside/lib"];
 const ALLOWED_CAPS = ["NET_ADMIN"];
 const CAPS_ALLOWED_IN = ["overlays/optics"];
+// The aggregator's replica sets: StatefulSets ringside-aggregator-<r>, pod k of each = shard k.
+const AGGREGATOR_SETS = ["a", "b"];
+const AGGREGATOR_GRPC = 9472;
 
 let failures = [];
 const fail = (where, msg) => failures.push(`${where}: ${msg}`);
@@ -260,12 +272,23 @@ function checkAgent(ds, where, objs) {
   const copy = (spec.initContainers ?? []).find((c) => c.name === "copy-nccl-plugin");
   if (!copy?.command?.includes("/usr/lib/ringside/libringside_nccl.so")) fail(id, "no init container copies /usr/lib/ringside/libringside_nccl.so");
   // The flag file the agent reads exists, and names the aggregator in this namespace.
+  // (Which replicas --aggregator lists: checkReplicas.)
   checkFlagfile(agent, spec, objs, id, "agent.flags", (flags) => {
-    const ns = ds.metadata.namespace;
-    const want = `--aggregator=ringside-aggregator-0.ringside-aggregator.${ns}.svc:9472`;
-    if (!flags.includes(want)) fail(id, `agent.flags lacks ${want}`);
+    if (!flags.some((f) => f.startsWith("--aggregator="))) fail(id, "agent.flags lacks --aggregator");
     if (!flags.includes("--sysfs_root=/host/sys")) fail(id, "agent.flags lacks --sysfs_root=/host/sys (where /sys is mounted)");
   });
+}
+
+// The lines of the flag file `container` reads (--flagfile), or null.
+function flagfileLines(container, spec, objs) {
+  const arg = (container?.args ?? []).find((a) => a.startsWith("--flagfile="));
+  if (!arg) return null;
+  const path = arg.slice("--flagfile=".length);
+  const mount = (container.volumeMounts ?? []).find((m) => path.startsWith(m.mountPath + "/"));
+  const vol = mount && spec.volumes.find((v) => v.name === mount.name);
+  const cm = vol?.configMap && objs.find((o) => o.kind === "ConfigMap" && o.metadata.name === vol.configMap.name);
+  const text = cm?.data?.[path.slice(mount.mountPath.length + 1)];
+  return text === undefined ? null : text.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
 }
 
 function checkFlagfile(container, spec, objs, id, file, more) {
@@ -294,7 +317,7 @@ function checkFlagfile(container, spec, objs, id, file, more) {
 }
 
 function checkAggregator(sts, where, objs) {
-  const id = `${where} StatefulSet/ringside-aggregator`;
+  const id = `${where} StatefulSet/${sts.metadata.name}`;
   const spec = sts.spec.template.spec;
   const c = spec.containers.find((x) => x.name === "aggregator");
   if (!c) return fail(id, "no container named aggregator");
@@ -321,6 +344,170 @@ function checkAggregator(sts, where, objs) {
     fail(id, "no regular Service for the CLI");
   if (!objs.some((o) => o.kind === "PodDisruptionBudget" && o.spec.selector?.matchLabels?.["app.kubernetes.io/name"] === "ringside-aggregator"))
     fail(id, "no PodDisruptionBudget");
+}
+
+// Does a Kubernetes label selector (matchLabels, matchExpressions) select these labels?
+function selects(sel, labels) {
+  if (!sel) return false;
+  labels = labels ?? {};
+  for (const [k, v] of Object.entries(sel.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const e of sel.matchExpressions ?? []) {
+    const has = Object.hasOwn(labels, e.key);
+    if (e.operator === "In" && !(has && e.values.includes(labels[e.key]))) return false;
+    if (e.operator === "NotIn" && has && e.values.includes(labels[e.key])) return false;
+    if (e.operator === "Exists" && !has) return false;
+    if (e.operator === "DoesNotExist" && has) return false;
+  }
+  return Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length > 0;
+}
+
+// The --peers of pod `ordinal` of StatefulSet `sts`, with $(VAR) expanded the way the kubelet
+// does from the container's env (the downward API's pod name and pod-index label).
+function peersOf(sts, ordinal) {
+  const c = sts.spec.template.spec.containers.find((x) => x.name === "aggregator");
+  const podName = `${sts.metadata.name}-${ordinal}`;
+  const env = {};
+  for (const e of c?.env ?? []) {
+    const f = e.valueFrom?.fieldRef?.fieldPath;
+    if (e.value !== undefined) env[e.name] = e.value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v) => env[v] ?? m);
+    else if (f === "metadata.name") env[e.name] = podName;
+    else if (f === "metadata.labels['apps.kubernetes.io/pod-index']") env[e.name] = String(ordinal);
+  }
+  const peers = (c?.args ?? []).filter((a) => a.startsWith("--peers="));
+  if (peers.length !== 1) return null;
+  return peers[0].slice("--peers=".length).replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v) => env[v] ?? m).split(",").filter(Boolean);
+}
+
+// Canonical a <-> b swap of a replica set's object, for "the two sets differ only in their name".
+function swapReplicas(o) {
+  return JSON.parse(JSON.stringify(o).replace(/ringside-aggregator-([ab])\b/g, (m, r) => `ringside-aggregator-${r === "a" ? "b" : "a"}`)
+    .replace(/"ringside\/replica":"([ab])"/g, (m, r) => `"ringside/replica":"${r === "a" ? "b" : "a"}"`));
+}
+
+// One shard x two replicas (or N shards x two): the replica sets, their anti-affinity, --peers,
+// the agents' --aggregator, the Services, the PodDisruptionBudget and the NetworkPolicy.
+function checkReplicas(objs, where) {
+  const ns = NAMESPACE;
+  const sets = AGGREGATOR_SETS.map((r) => objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === `ringside-aggregator-${r}`));
+  if (sets.some((x) => !x)) return;
+  const aggStatefulSets = objs.filter((o) => o.kind === "StatefulSet" && o.spec?.template?.metadata?.labels?.["app.kubernetes.io/name"] === "ringside-aggregator");
+  if (aggStatefulSets.length !== AGGREGATOR_SETS.length)
+    fail(where, `${aggStatefulSets.length} aggregator StatefulSets (${aggStatefulSets.map((o) => o.metadata.name).join(", ")}), expected ringside-aggregator-a and -b`);
+  const shards = sets[0].spec.replicas ?? 1;
+  if ((sets[1].spec.replicas ?? 1) !== shards) fail(where, `ringside-aggregator-a has ${shards} replicas, -b ${sets[1].spec.replicas}: replicas is the shard count, the same in both`);
+  const addr = (r, k) => `ringside-aggregator-${r}-${k}.ringside-aggregator-${r}.${ns}.svc:${AGGREGATOR_GRPC}`;
+  const podLabels = sets.map((x) => x.spec.template.metadata.labels ?? {});
+  AGGREGATOR_SETS.forEach((r, i) => {
+    const sts = sets[i];
+    const other = AGGREGATOR_SETS[1 - i];
+    const id = `${where} StatefulSet/${sts.metadata.name}`;
+    if (podLabels[i]["ringside/replica"] !== r) fail(id, `pod label ringside/replica is ${podLabels[i]["ringside/replica"]}, expected ${r}`);
+    if (!selects(sts.spec.selector, podLabels[i]) || selects(sts.spec.selector, podLabels[1 - i]))
+      fail(id, "its selector does not select its own pods only (the two sets' selectors must not overlap)");
+    // Required anti-affinity on the node: no pod of the other set on this pod's node.
+    const terms = sts.spec.template.spec.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+    const apart = terms.some((t) => t.topologyKey === "kubernetes.io/hostname" && selects(t.labelSelector, podLabels[1 - i]) && (!t.namespaces || t.namespaces.includes(ns)));
+    if (!apart) fail(id, `no required podAntiAffinity on kubernetes.io/hostname against ringside-aggregator-${other}'s pods: both replicas of a shard may land on one node`);
+    // --peers: the other replica of the same shard, and nothing else.
+    for (let k = 0; k < shards; k++) {
+      const peers = peersOf(sts, k);
+      const want = addr(other, k);
+      if (!peers) fail(id, "container aggregator has no (or more than one) --peers argument");
+      else if (peers.length !== 1 || peers[0] !== want)
+        fail(id, `pod ${k}: --peers=${peers.join(",")}, expected ${want} (the other replica of shard ${k}, and only it)`);
+      if (peers?.includes(addr(r, k))) fail(id, `pod ${k}: --peers names the pod itself`);
+      if (!peers) break;
+    }
+    // Its headless Service selects its own pods only.
+    const svc = objs.find((o) => o.kind === "Service" && o.metadata.name === sts.spec.serviceName);
+    if (sts.spec.serviceName !== sts.metadata.name) fail(id, `serviceName ${sts.spec.serviceName}, expected ${sts.metadata.name} (the agents' and peers' addresses)`);
+    if (svc && (!selects({ matchLabels: svc.spec.selector }, podLabels[i]) || selects({ matchLabels: svc.spec.selector }, podLabels[1 - i])))
+      fail(id, `headless Service ${svc.metadata.name} does not select this set's pods only`);
+  });
+  // The two sets differ only in a <-> b.
+  if (!isDeepStrictEqual(swapReplicas(sets[1]), sets[0]))
+    fail(where, "StatefulSets ringside-aggregator-a and -b differ beyond a <-> b (edit both alike)");
+  // The agents stream to both replicas of every shard they list, and to nothing else.
+  const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
+  const agent = ds?.spec.template.spec.containers.find((c) => c.name === "agent");
+  const aggFlag = (flagfileLines(agent, ds?.spec.template.spec, objs) ?? []).filter((l) => l.startsWith("--aggregator="));
+  const listed = aggFlag.length === 1 ? aggFlag[0].slice("--aggregator=".length).split(",") : [];
+  const id = `${where} DaemonSet/ringside-agent`;
+  if (aggFlag.length !== 1) fail(id, "agent.flags needs one --aggregator line");
+  else {
+    const known = new Map();
+    for (let k = 0; k < shards; k++) for (const r of AGGREGATOR_SETS) known.set(addr(r, k), k);
+    const listedShards = new Set();
+    for (const a of listed) {
+      if (!known.has(a)) fail(id, `--aggregator lists ${a}, which is no aggregator pod (ringside-aggregator-{a,b}-<shard>.ringside-aggregator-{a,b}.${ns}.svc:${AGGREGATOR_GRPC})`);
+      else listedShards.add(known.get(a));
+    }
+    if (!listedShards.has(0)) fail(id, "--aggregator does not list shard 0");
+    for (const k of listedShards)
+      for (const r of AGGREGATOR_SETS) if (!listed.includes(addr(r, k))) fail(id, `--aggregator lists shard ${k} but not its replica ${addr(r, k)}`);
+    if (new Set(listed).size !== listed.length) fail(id, "--aggregator lists a replica twice");
+  }
+  // The CLI's Service, the PodDisruptionBudget and the aggregator's NetworkPolicy cover both sets;
+  // one budget, not one per set (a pod two budgets select cannot be evicted).
+  const cli = objs.find((o) => o.kind === "Service" && o.metadata.name === "ringside-aggregator-query");
+  if (!cli || !podLabels.every((l) => selects({ matchLabels: cli.spec.selector }, l))) fail(where, "Service ringside-aggregator-query does not select both replica sets");
+  const pdbs = objs.filter((o) => o.kind === "PodDisruptionBudget" && podLabels.some((l) => selects(o.spec.selector, l)));
+  if (pdbs.length !== 1 || !podLabels.every((l) => selects(pdbs[0].spec.selector, l)) || pdbs[0].spec.maxUnavailable !== 1)
+    fail(where, `expected one PodDisruptionBudget with maxUnavailable 1 over both replica sets, found ${pdbs.map((o) => o.metadata.name).join(", ") || "none"}`);
+  const np = objs.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "ringside-aggregator");
+  const peerOk = (np?.spec.ingress ?? []).some((r) => (r.ports ?? []).some((p) => p.port === AGGREGATOR_GRPC) && (r.from ?? []).some((f) => !f.namespaceSelector && podLabels.every((l) => selects(f.podSelector, l))));
+  if (!peerOk) fail(`${where} NetworkPolicy/ringside-aggregator`, `${AGGREGATOR_GRPC} does not admit the aggregator's own pods (a replica asks its --peers)`);
+}
+
+// Prometheus' relabel `replace` (anchored regex, $1 references), enough for the checks below.
+function relabelReplace(rule, labels) {
+  const value = (rule.sourceLabels ?? []).map((l) => labels[l] ?? "").join(rule.separator ?? ";");
+  const m = new RegExp(`^(?:${rule.regex ?? "(.*)"})$`).exec(value);
+  if (!m) return labels;
+  const out = (rule.replacement ?? "$1").replace(/\$\{?(\d+)\}?/g, (x, n) => m[Number(n)] ?? "");
+  return { ...labels, [rule.targetLabel]: out };
+}
+
+// The aggregator's ServiceMonitor: both replica sets' headless Services, job="ringside-aggregator",
+// and the target labels that make a pair differ by `replica` alone.
+function checkServiceMonitor(sm, objs, where) {
+  const id = `${where} ServiceMonitor/${sm?.metadata?.name}`;
+  if (!sm) return fail(where, "no ServiceMonitor");
+  const svc = objs.filter((o) => o.kind === "Service" && selects(sm.spec.selector, o.metadata.labels));
+  const want = AGGREGATOR_SETS.map((r) => `ringside-aggregator-${r}`);
+  const names = svc.map((o) => o.metadata.name).sort();
+  if (!isDeepStrictEqual(names, want) || svc.some((o) => o.spec.clusterIP !== "None"))
+    return fail(id, `selects ${names.join(",") || "no Service"}, expected the headless ${want.join(", ")}`);
+  for (const o of svc) {
+    const job = sm.spec.jobLabel ? o.metadata.labels?.[sm.spec.jobLabel] : o.metadata.name;
+    if (job !== "ringside-aggregator") fail(id, `Service ${o.metadata.name} is scraped as job="${job}", expected "ringside-aggregator" (the rules' job)`);
+    if (!(sm.spec.endpoints ?? []).every((e) => o.spec.ports.some((p) => p.name === e.port))) fail(id, `an endpoint names a port Service ${o.metadata.name} does not have`);
+  }
+  // Simulate the target labels of pod k of each set (the operator's own labels first).
+  for (const e of sm.spec.endpoints ?? []) {
+    const targets = [];
+    for (const r of AGGREGATOR_SETS) {
+      for (const k of [0, 1]) {
+        let l = { __meta_kubernetes_pod_name: `ringside-aggregator-${r}-${k}`, pod: `ringside-aggregator-${r}-${k}`, service: `ringside-aggregator-${r}`, instance: `10.0.0.${k}:9473`, job: "ringside-aggregator", endpoint: e.port, namespace: NAMESPACE };
+        for (const rule of e.relabelings ?? []) {
+          const action = (rule.action ?? "replace").toLowerCase();
+          if (action === "replace") l = relabelReplace(rule, l);
+          else if (action === "labeldrop") l = Object.fromEntries(Object.entries(l).filter(([key]) => !new RegExp(`^(?:${rule.regex})$`).test(key)));
+          else fail(id, `relabeling action ${rule.action} is not simulated by this test`);
+        }
+        const visible = Object.fromEntries(Object.entries(l).filter(([key]) => !key.startsWith("__")));
+        if (visible.replica !== r) fail(id, `pod ringside-aggregator-${r}-${k} gets replica="${visible.replica}", expected "${r}" (a target label from the pod's name)`);
+        targets.push([r, k, visible]);
+      }
+    }
+    // A pair differs by `replica` alone; different shards do not collide.
+    const key = (v) => JSON.stringify(Object.entries(v).filter(([x]) => x !== "replica").sort());
+    for (const [r, k, v] of targets)
+      for (const [r2, k2, v2] of targets) {
+        if (k === k2 && r !== r2 && key(v) !== key(v2)) fail(id, `replicas ${r} and ${r2} of shard ${k} differ beyond replica: ${key(v)} vs ${key(v2)}`);
+        if (k !== k2 && key(v) === key(v2)) fail(id, `shards ${k} and ${k2} get the same target labels`);
+      }
+  }
 }
 
 function checkNetworkPolicies(objs, where) {
@@ -352,13 +539,17 @@ function checkTarget(where, objs) {
   const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
   if (!ds) fail(where, "no DaemonSet ringside-agent");
   else checkAgent(ds, where, objs);
-  const sts = objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === "ringside-aggregator");
-  if (!sts) fail(where, "no StatefulSet ringside-aggregator");
-  else {
+  for (const name of AGGREGATOR_SETS.map((r) => `ringside-aggregator-${r}`)) {
+    const sts = objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === name);
+    if (!sts) {
+      fail(where, `no StatefulSet ${name}`);
+      continue;
+    }
     checkAggregator(sts, where, objs);
     if (sts.spec.template.spec.securityContext?.runAsUser !== ds?.spec.template.spec.securityContext?.runAsUser)
       fail(where, "the agent and the aggregator run as different uids (one image, one user)");
   }
+  checkReplicas(objs, where);
   checkNetworkPolicies(objs, where);
   // Optional kinds stay out of the base: a cluster without their CRDs must apply it cleanly.
   const monitoring = objs.filter((o) => o.apiVersion?.startsWith("monitoring.coreos.com/")).length;
@@ -371,11 +562,7 @@ function checkTarget(where, objs) {
   if (wantsMonitoring) {
     // The monitors must find what they scrape, under the job names the rules use.
     const sm = objs.find((o) => o.kind === "ServiceMonitor");
-    const svc = objs.filter((o) => o.kind === "Service" && Object.entries(sm?.spec.selector?.matchLabels ?? {}).every(([k, v]) => o.metadata.labels?.[k] === v));
-    if (svc.length !== 1 || svc[0].metadata.name !== "ringside-aggregator" || svc[0].spec.clusterIP !== "None")
-      fail(where, `ServiceMonitor selects ${svc.map((o) => o.metadata.name).join(",") || "no Service"}, expected only the headless ringside-aggregator (job="ringside-aggregator")`);
-    else if (!(sm.spec.endpoints ?? []).every((e) => svc[0].spec.ports.some((p) => p.name === e.port)))
-      fail(where, "a ServiceMonitor endpoint names a port the Service does not have");
+    checkServiceMonitor(sm, objs, where);
     const pm = objs.find((o) => o.kind === "PodMonitor");
     const podLabels = ds?.spec.template.metadata.labels ?? {};
     if (!Object.entries(pm?.spec.selector?.matchLabels ?? {}).every(([k, v]) => podLabels[k] === v)) fail(where, "PodMonitor does not select the agent pods");
@@ -427,6 +614,19 @@ function checkPrometheusRule() {
   if (!isDeepStrictEqual(rule?.spec?.groups, source?.groups)) fail(where, "spec.groups differ from deploy/prometheus/rules/ringside.rules.yml groups");
   const alerts = (source?.groups ?? []).flatMap((g) => g.rules).filter((r) => r.alert).length;
   if (alerts === 0) fail(where, "the source rule file has no alerts (parsing went wrong?)");
+  checkRulesAcrossReplicas(source, "deploy/prometheus/rules/ringside.rules.yml");
+}
+
+// Both aggregator replicas export the same series, differing by the target label `replica`: a
+// rule on them that kept it would record twice and alert twice. No rule sets `replica`.
+const AGGREGATOR_SERIES = /ringside_incidents_open|ringside_aggregator_|ringside_collective_|job="ringside-aggregator"/;
+function checkRulesAcrossReplicas(source, where) {
+  for (const r of (source?.groups ?? []).flatMap((g) => g.rules ?? [])) {
+    const name = r.alert ?? r.record;
+    if (Object.hasOwn(r.labels ?? {}, "replica")) fail(where, `${name} sets a label named replica (replica is a target label only)`);
+    if (AGGREGATOR_SERIES.test(r.expr ?? "") && !/without\s*\(\s*replica\s*\)/.test(r.expr))
+      fail(where, `${name} uses the aggregator's series without aggregating \`replica\` away (max/min without (replica)): two replicas would make it fire or record twice`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -444,6 +644,19 @@ function runsWith(bin, argv, id) {
 
 function checkFlagfilesWithPrograms(rendered) {
   const seen = new Set();
+  // The arguments the StatefulSets add to the flag file (--peers) are flags the aggregator knows.
+  if (args["aggregator-bin"]) {
+    for (const [where, objs] of Object.entries(rendered)) {
+      for (const sts of objs.filter((o) => o.kind === "StatefulSet")) {
+        const extra = (sts.spec.template.spec.containers.find((c) => c.name === "aggregator")?.args ?? []).filter((a) => !a.startsWith("--flagfile="));
+        const key = JSON.stringify(extra);
+        if (!extra.length || seen.has(key)) continue;
+        seen.add(key);
+        if (runsWith(args["aggregator-bin"], [...extra, "--list-detection-options"], `${where} StatefulSet/${sts.metadata.name}`))
+          console.log(`  ${where}: ringside-aggregator accepts ${sts.metadata.name}'s arguments ${extra.join(" ")}`);
+      }
+    }
+  }
   for (const [where, objs] of Object.entries(rendered)) {
     for (const cm of objs.filter((o) => o.kind === "ConfigMap")) {
       const key = JSON.stringify(cm.data);
@@ -475,7 +688,7 @@ function checkFlagfilesWithPrograms(rendered) {
 // ---------------------------------------------------------------------------------------------
 // Self-test: broken objects must be rejected
 
-async function selfTest(base) {
+async function selfTest(base, monitored) {
   const ds0 = base.find((o) => o.kind === "DaemonSet");
   const rule0 = YAML.parse(readFileSync(join(K8S, "components/prometheus-operator/prometheusrule.yaml"), "utf8"));
   const cases = [
@@ -491,6 +704,67 @@ async function selfTest(base) {
     ["a PrometheusRule group with `intervall`", rule0, (o) => { o.spec.groups[0].intervall = "15s"; }, "schema"],
     ["a rule without expr", rule0, (o) => { delete o.spec.groups[0].rules[0].expr; }, "schema"],
   ];
+  // The replica checks run on the whole rendered base, one object broken:
+  // [what, kind, name, break it, a phrase the failure must contain].
+  const replicaCases = [
+    ["ringside-aggregator-b without its anti-affinity", "StatefulSet", "ringside-aggregator-b", (o) => { delete o.spec.template.spec.affinity; }, "no required podAntiAffinity"],
+    ["anti-affinity on the zone only", "StatefulSet", "ringside-aggregator-a", (o) => { o.spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey = "topology.kubernetes.io/zone"; }, "no required podAntiAffinity"],
+    ["--peers naming the replica itself", "StatefulSet", "ringside-aggregator-a", (o) => { const c = o.spec.template.spec.containers[0]; c.args = c.args.map((a) => a.startsWith("--peers=") ? `--peers=ringside-aggregator-a-0.ringside-aggregator-a.${NAMESPACE}.svc:9472` : a); }, "--peers names the pod itself"],
+    ["--peers naming a replica of another shard", "StatefulSet", "ringside-aggregator-b", (o) => { const c = o.spec.template.spec.containers[0]; c.args = c.args.map((a) => a.startsWith("--peers=") ? `--peers=ringside-aggregator-a-1.ringside-aggregator-a.${NAMESPACE}.svc:9472` : a); }, "the other replica of shard 0, and only it"],
+    ["an agent listing replica a only", "ConfigMap", "ringside-agent", (o) => { o.data["agent.flags"] = o.data["agent.flags"].replace(/^--aggregator=.*$/m, `--aggregator=ringside-aggregator-a-0.ringside-aggregator-a.${NAMESPACE}.svc:9472`); }, "but not its replica"],
+    ["a PodDisruptionBudget per replica set", "PodDisruptionBudget", "ringside-aggregator", (o) => { o.spec.selector.matchLabels["ringside/replica"] = "a"; }, "one PodDisruptionBudget"],
+    ["a replica set's pods in the other's headless Service", "Service", "ringside-aggregator-b", (o) => { delete o.spec.selector["ringside/replica"]; }, "does not select this set's pods only"],
+  ];
+  for (const [what, kind, name, breakIt, phrase] of replicaCases) {
+    const objs = structuredClone(base);
+    const o = objs.find((x) => x.kind === kind && x.metadata.name.startsWith(name));
+    const saved = failures;
+    failures = [];
+    if (!o) failures.push("missing");
+    else {
+      breakIt(o);
+      checkReplicas(objs, "self-test");
+    }
+    const caught = failures.some((f) => f.includes(phrase));
+    failures = saved;
+    if (!caught) fail("self-test", `${what} was accepted: the replica check does not work`);
+    else console.log(`  self-test: rejected ${what}`);
+  }
+  if (monitored) {
+    const sm0 = monitored.find((o) => o.kind === "ServiceMonitor");
+    for (const [what, breakIt, phrase] of [
+      ["a ServiceMonitor without the replica relabeling", (sm) => { sm.spec.endpoints[0].relabelings = sm.spec.endpoints[0].relabelings.filter((r) => r.targetLabel !== "replica"); }, "gets replica=\"undefined\""],
+      ["a ServiceMonitor that keeps the pod label", (sm) => { sm.spec.endpoints[0].relabelings = sm.spec.endpoints[0].relabelings.filter((r) => r.action !== "labeldrop"); }, "differ beyond replica"],
+      ["a ServiceMonitor without jobLabel", (sm) => { delete sm.spec.jobLabel; }, "is scraped as job="],
+    ]) {
+      const sm = structuredClone(sm0);
+      breakIt(sm);
+      const saved = failures;
+      failures = [];
+      checkServiceMonitor(sm, monitored, "self-test");
+      const caught = failures.some((f) => f.includes(phrase));
+      failures = saved;
+      if (!caught) fail("self-test", `${what} was accepted: the ServiceMonitor check does not work`);
+      else console.log(`  self-test: rejected ${what}`);
+    }
+  }
+  {
+    const source = YAML.parse(readFileSync(join(ROOT, "deploy/prometheus/rules/ringside.rules.yml"), "utf8"));
+    for (const [what, breakIt] of [
+      ["RingsideIncidentOpen without max without (replica)", (src) => { src.groups.flatMap((g) => g.rules).find((r) => r.alert === "RingsideIncidentOpen").expr = "ringside_incidents_open > 0"; }],
+      ["an alert labelled replica", (src) => { src.groups.flatMap((g) => g.rules).find((r) => r.alert).labels.replica = "a"; }],
+    ]) {
+      const src = structuredClone(source);
+      breakIt(src);
+      const saved = failures;
+      failures = [];
+      checkRulesAcrossReplicas(src, "self-test");
+      const caught = failures.length > 0;
+      failures = saved;
+      if (!caught) fail("self-test", `${what} was accepted: the rules check does not work`);
+      else console.log(`  self-test: rejected ${what}`);
+    }
+  }
   for (const [what, original, breakIt, kind] of cases) {
     const o = structuredClone(original);
     if (!o.metadata.namespace) o.metadata.namespace = NAMESPACE;
@@ -509,7 +783,7 @@ async function selfTest(base) {
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
-  const targets = ["base", ...readdirSync(join(K8S, "overlays")).sort().map((d) => `overlays/${d}`), "examples/all-components"];
+  const targets = ["base", ...readdirSync(join(K8S, "overlays")).sort().map((d) => `overlays/${d}`), "examples/all-components", "examples/shards"];
   const rendered = {};
   for (const t of targets) {
     try {
@@ -537,7 +811,7 @@ async function main() {
     }
   }
   checkFlagfilesWithPrograms(rendered);
-  if (rendered.base) await selfTest(rendered.base);
+  if (rendered.base) await selfTest(rendered.base, rendered["overlays/prometheus-operator"]);
   if (args["compat-kubectl"] && rendered.base) {
     // kustomize v2 hashes generated ConfigMap names differently: compare without the suffix.
     const norm = (objs) => JSON.stringify(objs.map((o) => JSON.parse(JSON.stringify(o).replace(/(ringside-(agent|aggregator))-[a-z0-9]{10}"/g, '$1"'))).sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`)));
