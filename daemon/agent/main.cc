@@ -17,6 +17,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -38,6 +39,7 @@
 #include "daemon/common/flags.h"
 #include "daemon/common/http_server.h"
 #include "daemon/common/log.h"
+#include "daemon/common/shard_files.h"
 #include "daemon/common/signals.h"
 #include "daemon/common/socket_activation.h"
 #include "daemon/common/systemd_notify.h"
@@ -70,6 +72,15 @@ ABSL_FLAG(std::string, aggregator, "",
           "Stream samples, link events and collective records to this aggregator (host:port), or "
           "to every replica of its shard (host:port,host:port: each gets everything, through "
           "its own buffer); empty: no upload.");
+ABSL_FLAG(std::string, shard_map, "",
+          "Aggregator shards instead of --aggregator (docs/scale.md): a file with one shard a line "
+          "(NAME HOST:PORT [HOST:PORT...], the replicas), or statefulset:COUNT:TEMPLATE[,TEMPLATE] "
+          "with {shard} in each replica's address. This node's counters and link events go to "
+          "the replicas of its shard (by its leaf switch with --topology, else by its name); each "
+          "job's collective records to the replicas of the job's shard.");
+ABSL_FLAG(std::string, topology, "",
+          "With --shard-map: ibnetdiscover output or \"node switch\" lines, so that the nodes "
+          "of one leaf switch share a shard (the aggregators' --topology).");
 ABSL_FLAG(int64_t, upload_buffer, int64_t{64} << 20,
           "Memory (bytes) for messages the aggregator has not acknowledged yet, per replica; when "
           "full, the oldest sample batches are dropped first.");
@@ -281,7 +292,37 @@ int main(int argc, char** argv) {
   // Every listed aggregator is a replica of this node's shard and gets everything, each through
   // its own buffer (upload_fanout.h).
   std::unique_ptr<ringside::daemon::UploadFanout> uploader;
-  if (const std::string aggregator = absl::GetFlag(FLAGS_aggregator); !aggregator.empty()) {
+  // With shards, where this node's counters and each job's records go (analysis/shard_map.h).
+  std::shared_ptr<const ringside::analysis::ShardMap> shards;
+  std::shared_ptr<const ringside::analysis::Topology> agent_topology;
+  std::string aggregator = absl::GetFlag(FLAGS_aggregator);
+  if (const std::string spec = absl::GetFlag(FLAGS_shard_map); !spec.empty()) {
+    if (!aggregator.empty()) {
+      std::fprintf(stderr, "ringside-agent: give --aggregator or --shard-map, not both\n");
+      return 2;
+    }
+    absl::StatusOr<ringside::analysis::ShardMap> m = ringside::daemon::LoadShardMap(spec);
+    if (!m.ok()) {
+      std::fprintf(stderr, "ringside-agent: --shard-map: %s\n", m.status().ToString().c_str());
+      return 2;
+    }
+    shards = std::make_shared<const ringside::analysis::ShardMap>(*std::move(m));
+    if (const std::string file = absl::GetFlag(FLAGS_topology); !file.empty()) {
+      absl::StatusOr<ringside::analysis::Topology> t = ringside::daemon::LoadTopology(file);
+      if (!t.ok()) {
+        std::fprintf(stderr, "ringside-agent: --topology: %s\n", t.status().ToString().c_str());
+        return 2;
+      }
+      agent_topology = std::make_shared<const ringside::analysis::Topology>(*std::move(t));
+    }
+    const ringside::analysis::Shard& mine =
+        shards->shards()[shards->ShardOfNode(node, agent_topology.get())];
+    aggregator = absl::StrJoin(mine.replicas, ",");
+    LogLine(absl::StrCat("shard ", mine.name, " of ", shards->size(), " (placed by ",
+                         ringside::analysis::ShardMap::NodePlacementKey(node, agent_topology.get()),
+                         "): counters to ", aggregator));
+  }
+  if (!aggregator.empty()) {
     const int64_t buffer = absl::GetFlag(FLAGS_upload_buffer);
     if (buffer < (int64_t{1} << 20)) {
       std::fprintf(stderr, "ringside-agent: --upload-buffer must be at least 1048576 bytes\n");
@@ -304,7 +345,12 @@ int main(int argc, char** argv) {
     uo.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
     uo.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
     absl::StatusOr<std::unique_ptr<ringside::daemon::UploadFanout>> up =
-        ringside::daemon::UploadFanout::Create(uo, *targets, link_reader ? &link_log : nullptr);
+        ringside::daemon::UploadFanout::Create(
+            uo, *targets, link_reader ? &link_log : nullptr,
+            shards ? ringside::daemon::JobReplicas([shards](absl::string_view job) {
+              return shards->shards()[shards->ShardOfJob(job)].replicas;
+            })
+                   : nullptr);
     if (!up.ok()) {
       std::fprintf(stderr, "ringside-agent: --aggregator=%s: %s\n", aggregator.c_str(),
                    up.status().ToString().c_str());
@@ -461,7 +507,7 @@ int main(int argc, char** argv) {
       absl::StrCat("sampling every ", absl::FormatDuration(interval),
                    listen.empty() ? "" : absl::StrCat("; /metrics on ", listen),
                    collectives ? absl::StrCat("; collectives on ", socket) : "",
-                   uploader ? absl::StrCat("; uploading to ", absl::GetFlag(FLAGS_aggregator)) : ""));
+                   uploader ? absl::StrCat("; uploading to ", aggregator) : ""));
 
   sampler.Run(stop, on_cycle);
   if (uploader) {

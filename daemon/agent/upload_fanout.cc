@@ -29,7 +29,7 @@ absl::StatusOr<std::vector<std::string>> ParseAggregatorList(absl::string_view l
 
 absl::StatusOr<std::unique_ptr<UploadFanout>> UploadFanout::Create(
     const UploaderOptions& base, const std::vector<std::string>& targets,
-    const LinkEventLog* links) {
+    const LinkEventLog* links, JobReplicas job_replicas) {
   if (targets.empty()) return absl::InvalidArgumentError("no aggregator address");
   std::vector<std::unique_ptr<Uploader>> uploaders;
   for (const std::string& target : targets) {
@@ -42,29 +42,89 @@ absl::StatusOr<std::unique_ptr<UploadFanout>> UploadFanout::Create(
     }
     uploaders.push_back(*std::move(up));
   }
-  return std::unique_ptr<UploadFanout>(new UploadFanout(std::move(uploaders)));
+  return std::unique_ptr<UploadFanout>(
+      new UploadFanout(base, std::move(uploaders), std::move(job_replicas)));
 }
 
-UploadFanout::~UploadFanout() {
-  if (!shut_down_) Shutdown(absl::ZeroDuration());
+Uploader* UploadFanout::ForTarget(const std::string& target) {
+  for (const auto& up : uploaders_) {
+    if (up->options().target == target) return up.get();
+  }
+  absl::MutexLock l(&mu_);
+  auto it = job_uploaders_.find(target);
+  if (it != job_uploaders_.end()) return it->second.get();
+  if (shut_down_) return nullptr;
+  UploaderOptions o = base_;
+  o.target = target;
+  o.agent_epoch = 0;
+  o.capabilities = {"collectives"};  // this node's counters go to its own shard
+  absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), nullptr);
+  if (!up.ok()) {
+    if (base_.log) base_.log(absl::StrCat("collective records for ", target, ": ", up.status().ToString()));
+    return nullptr;
+  }
+  Uploader* raw = up->get();
+  job_uploaders_.emplace(target, *std::move(up));
+  return raw;
 }
+
+std::vector<Uploader*> UploadFanout::All() const {
+  std::vector<Uploader*> out;
+  for (const auto& up : uploaders_) out.push_back(up.get());
+  absl::MutexLock l(&mu_);
+  for (const auto& [target, up] : job_uploaders_) out.push_back(up.get());
+  return out;
+}
+
+std::vector<std::string> UploadFanout::JobTargets() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [target, up] : job_uploaders_) out.push_back(target);
+  return out;
+}
+
+UploadFanout::~UploadFanout() { Shutdown(absl::ZeroDuration()); }
 
 void UploadFanout::OnSnapshot(const AgentSnapshot& snap) {
   for (const auto& up : uploaders_) up->OnSnapshot(snap);
 }
 
 void UploadFanout::EnqueueCollectives(v1::CollectiveBatch batch) {
-  for (size_t i = 0; i + 1 < uploaders_.size(); ++i) uploaders_[i]->EnqueueCollectives(batch);
-  uploaders_.back()->EnqueueCollectives(std::move(batch));
+  if (!job_replicas_) {
+    for (size_t i = 0; i + 1 < uploaders_.size(); ++i) uploaders_[i]->EnqueueCollectives(batch);
+    uploaders_.back()->EnqueueCollectives(std::move(batch));
+    return;
+  }
+  // Split by the shard of each record's job: one batch per target replica.
+  std::map<std::string, std::vector<std::string>> targets_of;  // job → replicas
+  std::map<std::string, v1::CollectiveBatch> by_target;
+  for (v1::CollectiveRecord& r : *batch.mutable_records()) {
+    auto it = targets_of.find(r.job_id());
+    if (it == targets_of.end()) it = targets_of.emplace(r.job_id(), job_replicas_(r.job_id())).first;
+    for (const std::string& t : it->second) *by_target[t].add_records() = r;
+  }
+  for (const auto& [job, dropped] : batch.dropped_by_job()) {
+    auto it = targets_of.find(job);
+    if (it == targets_of.end()) it = targets_of.emplace(job, job_replicas_(job)).first;
+    for (const std::string& t : it->second) (*by_target[t].mutable_dropped_by_job())[job] = dropped;
+  }
+  for (auto& [target, b] : by_target) {
+    if (Uploader* up = ForTarget(target)) up->EnqueueCollectives(std::move(b));
+  }
 }
 
 bool UploadFanout::Shutdown(absl::Duration flush_timeout) {
-  shut_down_ = true;
-  if (uploaders_.size() == 1) return uploaders_[0]->Shutdown(flush_timeout);
-  std::vector<char> clean(uploaders_.size(), 0);
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return true;
+    shut_down_ = true;  // no new collectives-only uploader from now on
+  }
+  const std::vector<Uploader*> all = All();
+  if (all.size() == 1) return all[0]->Shutdown(flush_timeout);
+  std::vector<char> clean(all.size(), 0);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < uploaders_.size(); ++i) {
-    threads.emplace_back([&, i] { clean[i] = uploaders_[i]->Shutdown(flush_timeout) ? 1 : 0; });
+  for (size_t i = 0; i < all.size(); ++i) {
+    threads.emplace_back([&, i] { clean[i] = all[i]->Shutdown(flush_timeout) ? 1 : 0; });
   }
   for (std::thread& t : threads) t.join();
   for (char c : clean) {
@@ -82,7 +142,7 @@ bool UploadFanout::AnyConnected() const {
 
 std::vector<prometheus::MetricFamily> UploadFanout::MetricFamilies() const {
   std::vector<prometheus::MetricFamily> out;
-  for (const auto& up : uploaders_) {
+  for (const Uploader* up : All()) {
     for (prometheus::MetricFamily& f : up->MetricFamilies()) {
       for (prometheus::ClientMetric& m : f.metric) {
         m.label.push_back({"aggregator", up->options().target});

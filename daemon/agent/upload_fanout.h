@@ -5,17 +5,26 @@
 // dropped and counted there, as with one aggregator). Every replica gets everything: samples,
 // link events and collective records, and runs every detector on its own.
 //
+// With shards (analysis::ShardMap), counters and link events go to the replicas of the node's shard
+// and each job's collective records to the replicas of the job's shard, so all ranks of a job meet
+// in one place: a job whose shard is not the node's gets an uploader of its own per replica, made
+// when its first record comes, that offers only collectives in its Hello (the aggregator then does
+// not judge the node stale when the job ends). A replica both roles point at gets one uploader.
+//
 // Producers (the sampler thread, the collective listener) call it as they would one Uploader and
 // never block on the network.
 #ifndef RINGSIDE_DAEMON_AGENT_UPLOAD_FANOUT_H_
 #define RINGSIDE_DAEMON_AGENT_UPLOAD_FANOUT_H_
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/agent/uploader.h"
 
@@ -25,12 +34,16 @@ namespace ringside::daemon {
 // same address twice is an error.
 absl::StatusOr<std::vector<std::string>> ParseAggregatorList(absl::string_view list);
 
+// Where a job's collective records go: the replicas (host:port) of its shard.
+using JobReplicas = std::function<std::vector<std::string>(absl::string_view job)>;
+
 class UploadFanout {
  public:
   // One Uploader per target, each made from `base` with its target set (and its own epoch).
+  // Without `job_replicas`, collective records go to the same targets as everything else.
   static absl::StatusOr<std::unique_ptr<UploadFanout>> Create(
       const UploaderOptions& base, const std::vector<std::string>& targets,
-      const LinkEventLog* links = nullptr);
+      const LinkEventLog* links = nullptr, JobReplicas job_replicas = nullptr);
   ~UploadFanout();  // Shutdown(0) unless done
   UploadFanout(const UploadFanout&) = delete;
   UploadFanout& operator=(const UploadFanout&) = delete;
@@ -45,16 +58,30 @@ class UploadFanout {
   // ringside_agent_upload_* of every replica, each series labelled aggregator="host:port".
   std::vector<prometheus::MetricFamily> MetricFamilies() const;
 
+  // The replicas of the node's shard (counters, link events).
   size_t size() const { return uploaders_.size(); }
   const Uploader& replica(size_t i) const { return *uploaders_[i]; }
-  // Connected to at least one replica.
+  // Connected to at least one replica of the node's shard.
   bool AnyConnected() const;
+  // Targets of the collectives-only uploaders made so far (other shards' replicas), sorted.
+  std::vector<std::string> JobTargets() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  explicit UploadFanout(std::vector<std::unique_ptr<Uploader>> uploaders)
-      : uploaders_(std::move(uploaders)) {}
+  UploadFanout(UploaderOptions base, std::vector<std::unique_ptr<Uploader>> uploaders,
+               JobReplicas job_replicas)
+      : base_(std::move(base)),
+        uploaders_(std::move(uploaders)),
+        job_replicas_(std::move(job_replicas)) {}
+  // The uploader for `target`: one of the node's shard, else a collectives-only one (made now).
+  Uploader* ForTarget(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<Uploader*> All() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  const UploaderOptions base_;
   std::vector<std::unique_ptr<Uploader>> uploaders_;
-  bool shut_down_ = false;
+  const JobReplicas job_replicas_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Uploader>> job_uploaders_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ringside::daemon

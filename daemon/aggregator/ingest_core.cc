@@ -33,6 +33,10 @@ struct IngestCore::NodeEntry : public std::enable_shared_from_this<NodeEntry> {
   std::weak_ptr<SessionLink> owner ABSL_GUARDED_BY(mu);
   uint64_t current_epoch ABSL_GUARDED_BY(mu) = 0;
   std::string agent_version ABSL_GUARDED_BY(mu);  // from the latest Hello
+  // Some Hello (every one from an agent older than shard routing) offered samples: this node's
+  // counters come here. Until then, a node whose Hellos offer only collectives is not judged stale.
+  bool counters_here ABSL_GUARDED_BY(mu) = false;
+  bool hello_seen ABSL_GUARDED_BY(mu) = false;
   absl::Time last_undefined_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 
   Epoch* FindEpoch(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -219,6 +223,11 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   n.current_epoch = hello.agent_epoch();
   n.agent_version = hello.agent_version().substr(0, 128);
   n.last_seen = now;
+  n.hello_seen = true;
+  const auto& caps = hello.capabilities();
+  if (caps.empty() || std::find(caps.begin(), caps.end(), "samples") != caps.end()) {
+    n.counters_here = true;
+  }
   NodeEntry::Epoch& ep = n.GetEpoch(hello.agent_epoch(), now, options_.limits.max_epochs_per_node);
   // The agent holds nothing below resend_from_seq: close the gap below it.
   if (hello.resend_from_seq() > 0 && hello.resend_from_seq() - 1 > ep.applied) {
@@ -462,7 +471,8 @@ NodeStatus StatusOf(const Node& n, absl::Time now, absl::Time started, absl::Dur
   NodeStatus s;
   s.node = n.name;
   s.last_seen = n.last_seen == absl::InfinitePast() ? started : n.last_seen;
-  s.stale = now - s.last_seen > stale_after;
+  s.collectives_only = n.hello_seen && !n.counters_here;
+  s.stale = !s.collectives_only && now - s.last_seen > stale_after;
   s.session_active = n.owner_id != 0;
   s.current_epoch = n.current_epoch;
   s.agent_version = n.agent_version;
@@ -524,7 +534,8 @@ IngestTotals IngestCore::Totals() const {
     absl::MutexLock l(&node->mu);
     ++t.nodes;
     const absl::Time seen = node->last_seen == absl::InfinitePast() ? started_ : node->last_seen;
-    if (now - seen > options_.stale_after) ++t.stale_nodes;
+    const bool collectives_only = node->hello_seen && !node->counters_here;
+    if (!collectives_only && now - seen > options_.stale_after) ++t.stale_nodes;
     t.series += node->series->size();
     t.state_bytes += node->series->MemoryBytes();
     t.window_collective_records += node->collectives.size();

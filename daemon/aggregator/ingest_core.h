@@ -81,7 +81,10 @@ struct EpochStatus {
 struct NodeStatus {
   std::string node;
   absl::Time last_seen;  // the aggregator's clock at the node's last message
-  bool stale = false;    // last_seen older than stale_after
+  bool stale = false;    // last_seen older than stale_after (never for a collectives-only node)
+  // Only collective records come here: the node's counters go to another shard (its agent said so
+  // in its Hello's capabilities), so its silence between jobs is no sign of trouble.
+  bool collectives_only = false;
   bool session_active = false;
   uint64_t current_epoch = 0;  // of the latest Hello (0 before any since start)
   std::string agent_version;   // from the latest Hello (empty before any since start)

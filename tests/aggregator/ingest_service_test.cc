@@ -413,6 +413,39 @@ TEST_F(IngestServiceTest, NodeBecomesStaleOnTheInjectedClock) {
   EXPECT_FALSE(agg_->core().Node("n")->stale);
 }
 
+// With shards, a node sends its counters to its own shard and a job's collective records to the
+// job's: there its Hello offers only collectives, and its silence between jobs is not staleness.
+TEST_F(IngestServiceTest, ACollectivesOnlyNodeIsNeverStale) {
+  auto clock = std::make_shared<FakeClock>();
+  AggregatorOptions o = Options();
+  o.now = [clock] { return clock->Now(); };
+  o.stale_after = absl::Seconds(30);
+  Start(o);
+  RawAgent agent(port());
+  v1::AgentMessage hello = HelloMsg("elsewhere", 1);
+  hello.mutable_hello()->add_capabilities("collectives");
+  ASSERT_TRUE(agent.Send(hello));
+  ASSERT_TRUE(agent.Read().has_value());
+  ASSERT_TRUE(agent.Send(CollectivesMsg(1, 1, 1)));
+  ASSERT_TRUE(agent.WaitAck(1));
+  clock->Advance(absl::Minutes(10));
+  std::optional<NodeStatus> n = agg_->core().Node("elsewhere");
+  ASSERT_TRUE(n.has_value());
+  EXPECT_TRUE(n->collectives_only);
+  EXPECT_FALSE(n->stale);
+  EXPECT_EQ(agg_->core().Totals().stale_nodes, 0u);
+  // An agent that offers samples (every agent before shards, and the node's own shard) is judged.
+  RawAgent counters(port());
+  v1::AgentMessage full = HelloMsg("here", 1);
+  for (const char* c : {"samples", "collectives", "link_events"}) full.mutable_hello()->add_capabilities(c);
+  ASSERT_TRUE(counters.Send(full));
+  ASSERT_TRUE(counters.Read().has_value());
+  clock->Advance(absl::Minutes(1));
+  EXPECT_FALSE(agg_->core().Node("here")->collectives_only);
+  EXPECT_TRUE(agg_->core().Node("here")->stale);
+  EXPECT_EQ(agg_->core().Totals().stale_nodes, 1u);
+}
+
 TEST_F(IngestServiceTest, RatesAcrossAGapEqualTheCounterDifference) {
   Start(Options());
   RawAgent agent(port());

@@ -667,6 +667,50 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
   EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
 }
 
+// Shards: counters stay with the node's shard; each job's records go to its own shard, through a
+// collectives-only session there (its Hello offers only collectives), and nowhere else.
+TEST_F(UploadFanoutTest, CollectiveRecordsGoToTheShardOfTheirJob) {
+  absl::StatusOr<std::unique_ptr<UploadFanout>> made = UploadFanout::Create(
+      Options(), {fake_.address()}, nullptr, [&](absl::string_view job) {
+        return std::vector<std::string>{job == "far" ? second_.address() : fake_.address()};
+      });
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<UploadFanout> fan = *std::move(made);
+  Table t = MakeTable({Counter("mlx5_0", "port_rcv_data")});
+  fan->OnSnapshot(Snap(t, 1, 100));
+  v1::CollectiveBatch mixed = Collectives("near", 0, 5);
+  const v1::CollectiveBatch far_batch = Collectives("far", 100, 3);
+  for (const v1::CollectiveRecord& r : far_batch.records()) *mixed.add_records() = r;
+  (*mixed.mutable_dropped_by_job())["far"] = 7;
+  (*mixed.mutable_dropped_by_job())["near"] = 2;
+  fan->EnqueueCollectives(mixed);
+
+  ASSERT_TRUE(FakeAggregator::WaitFor(
+      [&] { return fake_.contiguous() >= 2 && second_.contiguous() >= 1; }, kWait))
+      << logs_.All();
+  EXPECT_EQ(fan->JobTargets(), std::vector<std::string>{second_.address()});
+  Got near = Contents(fake_);
+  Got far = Contents(second_);
+  EXPECT_EQ(near.batches.size(), 1u);  // the node's counters
+  EXPECT_EQ(far.batches.size(), 0u);   // never to the job's shard
+  ASSERT_EQ(near.records.size(), 5u);
+  EXPECT_EQ(near.records.begin()->first, 0u);
+  ASSERT_EQ(far.records.size(), 3u);
+  EXPECT_EQ(far.records.begin()->first, 100u);
+  for (const auto& [seq, m] : second_.accepted()) {
+    if (!m.has_collectives()) continue;
+    EXPECT_EQ(m.collectives().dropped_by_job().size(), 1u);
+    EXPECT_EQ(m.collectives().dropped_by_job().at("far"), 7u);
+  }
+  ASSERT_FALSE(second_.hellos().empty());
+  const v1::Hello hello = second_.hellos().front();
+  EXPECT_EQ(hello.node(), "node-1");
+  EXPECT_EQ(std::vector<std::string>(hello.capabilities().begin(), hello.capabilities().end()),
+            std::vector<std::string>{"collectives"});
+  EXPECT_EQ(fake_.hellos().front().capabilities_size(), 3);
+  EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
+}
+
 // Both replicas down at shutdown: stopping waits one flush timeout, not one per replica.
 TEST_F(UploadFanoutTest, ShutdownFlushesReplicasInParallel) {
   fake_.Stop();
