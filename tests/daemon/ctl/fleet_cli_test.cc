@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "analysis/incidents.h"
+#include "daemon/ctl/fleet.h"
 #include "tests/daemon/ctl/fake_query_service.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
@@ -334,6 +335,33 @@ TEST_F(FleetCliTest, WatchPrintsAChangeBothReplicasSendOnce) {
   watch.Signal(SIGINT);
   EXPECT_EQ(watch.Wait(absl::Seconds(10)), 0) << watch.Stderr();
   EXPECT_TRUE(absl::StrContains(watch.Stderr(), "ringside watch: stopped")) << watch.Stderr();
+}
+
+TEST(AggregatorTargetsTest, ListsRepeatsAndNames) {
+  auto t = ctl::ParseAggregatorTargets(" agg-0a:9472, agg-0b:9472,agg-0a:9472 ");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].address, "agg-0a:9472");
+  EXPECT_EQ((*t)[1].address, "agg-0b:9472");
+  EXPECT_EQ((*t)[1].tls_name, "");
+
+  // each:NAME:PORT: one target per address of NAME, whose certificate is checked against NAME.
+  t = ctl::ParseAggregatorTargets("each:localhost:9472");
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::set<std::string> addresses;
+  for (const ctl::AggregatorTarget& a : *t) {
+    addresses.insert(a.address);
+    EXPECT_EQ(a.tls_name, "localhost");
+  }
+  EXPECT_TRUE(addresses.count("127.0.0.1:9472") == 1 || addresses.count("[::1]:9472") == 1)
+      << absl::StrJoin(addresses, ",");
+
+  EXPECT_EQ(ctl::ParseAggregatorTargets("a:1,,b:2").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctl::ParseAggregatorTargets("each:nowhere").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctl::ParseAggregatorTargets("each:no-such-host.invalid:9472").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace
