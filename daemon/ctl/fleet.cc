@@ -1,8 +1,8 @@
 #include "daemon/ctl/fleet.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
-#include <arpa/inet.h>
 
 #include <algorithm>
 
@@ -41,9 +41,8 @@ absl::StatusOr<std::vector<std::string>> ResolveEach(const std::string& hostport
   addrinfo* res = nullptr;
   const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
   if (rc != 0) {
-    return absl::NotFoundError(
-        absl::StrCat("--aggregator each:", hostport, ": cannot resolve \"", host,
-                     "\": ", gai_strerror(rc)));
+    return absl::NotFoundError(absl::StrCat("--aggregator each:", hostport, ": cannot resolve \"",
+                                            host, "\": ", gai_strerror(rc)));
   }
   std::vector<std::string> out;
   for (addrinfo* a = res; a != nullptr; a = a->ai_next) {

@@ -86,9 +86,9 @@ google::protobuf::RepeatedPtrField<v1::RankScore> MergeStragglers(
       }
     }
   }
-  std::stable_sort(merged.begin(), merged.end(), [](const v1::RankScore& a, const v1::RankScore& b) {
-    return a.score() > b.score();
-  });
+  std::stable_sort(
+      merged.begin(), merged.end(),
+      [](const v1::RankScore& a, const v1::RankScore& b) { return a.score() > b.score(); });
   if (limit > 0 && merged.size() > limit) merged.resize(limit);
   google::protobuf::RepeatedPtrField<v1::RankScore> out;
   for (v1::RankScore& r : merged) *out.Add() = std::move(r);
@@ -102,9 +102,9 @@ v1::ClusterStatus MergeStatus(const std::vector<const v1::ClusterStatus*>& statu
   for (const v1::ClusterStatus* s : statuses) {
     std::vector<std::string> sorted_jobs(s->jobs().begin(), s->jobs().end());
     std::sort(sorted_jobs.begin(), sorted_jobs.end());
-    const std::string shard = absl::StrCat(s->nodes(), "/", s->stale_nodes(), "/", s->links(), "/",
-                                           s->unhealthy_links(), "/",
-                                           absl::StrJoin(sorted_jobs, ","));
+    const std::string shard =
+        absl::StrCat(s->nodes(), "/", s->stale_nodes(), "/", s->links(), "/", s->unhealthy_links(),
+                     "/", absl::StrJoin(sorted_jobs, ","));
     jobs.insert(sorted_jobs.begin(), sorted_jobs.end());
     if (!s->aggregator_version().empty()) versions.insert(s->aggregator_version());
     out.set_now_unix_nanos(std::max(out.now_unix_nanos(), s->now_unix_nanos()));

@@ -162,8 +162,9 @@ absl::StatusOr<Found> FindByKey(Fleet& fleet, const std::string& key, std::ostre
     }
   }
   if (!best.has_value()) {
-    return absl::NotFoundError(absl::StrCat("no incident with key ", key, " at ",
-                                            fleet.many() ? "any aggregator asked" : fleet.target(0)));
+    return absl::NotFoundError(
+        absl::StrCat("no incident with key ", key, " at ",
+                     fleet.many() ? "any aggregator asked" : fleet.target(0)));
   }
   // The full incident, as GetIncident gives it.
   absl::StatusOr<v1::Incident> full = best->client->GetIncident(best->incident.id());
@@ -179,9 +180,9 @@ absl::StatusOr<Found> FindById(Fleet& fleet, uint64_t id, std::ostream& err) {
     if (!i.ok()) return i.status();
     return Found{*std::move(i), &fleet.at(0)};
   }
-  auto answers = Gather(
-      fleet.All<v1::Incident>([id](QueryClient& c) { return c.GetIncident(id); }), err,
-      /*not_found_is_no_answer=*/true);
+  auto answers =
+      Gather(fleet.All<v1::Incident>([id](QueryClient& c) { return c.GetIncident(id); }), err,
+             /*not_found_is_no_answer=*/true);
   if (!answers.ok()) {
     if (absl::IsNotFound(answers.status())) {
       return absl::NotFoundError(
@@ -203,10 +204,10 @@ absl::StatusOr<Found> FindById(Fleet& fleet, uint64_t id, std::ostream& err) {
     }
   }
   if (distinct.size() > 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("#", id, " is ambiguous: ", distinct.size(),
-                     " different incidents have that id on different aggregators; give the key:\n  ",
-                     absl::StrJoin(where, "\n  ")));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "#", id, " is ambiguous: ", distinct.size(),
+        " different incidents have that id on different aggregators; give the key:\n  ",
+        absl::StrJoin(where, "\n  ")));
   }
   return distinct.begin()->second;
 }
@@ -228,8 +229,7 @@ int RunIncident(const std::vector<std::string>& argv, CommandContext& ctx) {
     uint64_t id = 0;
     if (!absl::SimpleAtoi(id_text, &id) || id == 0) {
       return FailCommand(
-          ctx, kName,
-          absl::StrCat("\"", q.args.positional[0], "\" is not an incident id or key"));
+          ctx, kName, absl::StrCat("\"", q.args.positional[0], "\" is not an incident id or key"));
     }
     found = FindById(*q.fleet, id, ctx.err);
   }

@@ -78,13 +78,13 @@ class QueryClient {
 
 // What every query subcommand does first: parse its flags plus the connection flags, print
 // --help, check -o and the connection flags, and connect. On success `args`, `format`,
-// `fleet` and `client` are set and nullopt is returned; otherwise the exit code to return (0 after --help,
-// 2 after a usage error printed as "ringside NAME: ...").
+// `fleet` and `client` are set and nullopt is returned; otherwise the exit code to return (0 after
+// --help, 2 after a usage error printed as "ringside NAME: ...").
 class Fleet;
 struct QueryInvocation {
   ParsedArgs args;
   OutputFormat format = OutputFormat::kTable;
-  std::shared_ptr<Fleet> fleet;    // every aggregator --aggregator names (fleet.h)
+  std::shared_ptr<Fleet> fleet;   // every aggregator --aggregator names (fleet.h)
   QueryClient* client = nullptr;  // the first of them
 };
 std::optional<int> PrepareQueryCommand(const std::string& name, const std::string& usage,

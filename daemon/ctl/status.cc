@@ -108,7 +108,8 @@ int RunStatus(const std::vector<std::string>& argv, CommandContext& ctx) {
   std::ostream& out = ctx.out;
   out << "Cluster status at "
       << Rfc3339(absl::ToUnixNanos(now) - absl::ToUnixNanos(now) % 1'000'000'000)
-      << (answered.size() > 1 ? " (aggregators " : " (aggregator ") << absl::StrJoin(answered, ", ");
+      << (answered.size() > 1 ? " (aggregators " : " (aggregator ")
+      << absl::StrJoin(answered, ", ");
   if (!s->aggregator_version().empty()) out << ", version " << s->aggregator_version();
   out << ")\n\n";
 

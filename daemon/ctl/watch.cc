@@ -6,10 +6,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
-#include <tuple>
 #include <ostream>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -202,8 +202,8 @@ absl::Status WatchOne(QueryClient& client, const v1::WatchIncidentsRequest& req,
         stop->stop.WaitForNotificationWithTimeout(wait);
         continue;
       }
-      output.Note(absl::StrCat("ringside watch: ", streamed ? "reconnected" : "connected", " to ",
-                               target));
+      output.Note(
+          absl::StrCat("ringside watch: ", streamed ? "reconnected" : "connected", " to ", target));
     }
     skip_probe = false;
 

@@ -117,8 +117,7 @@ class FleetCliTest : public ::testing::Test {
   FleetCliTest()
       : now_(absl::Now()),
         a_(std::make_unique<testing::FakeQueryServer>(testing::CannedCluster(now_))),
-        b_(std::make_unique<testing::FakeQueryServer>(
-            Renumbered(testing::CannedCluster(now_)))),
+        b_(std::make_unique<testing::FakeQueryServer>(Renumbered(testing::CannedCluster(now_)))),
         c_(std::make_unique<testing::FakeQueryServer>(OtherShard(now_))) {}
 
   std::string All() const {
@@ -152,8 +151,7 @@ TEST_F(FleetCliTest, IncidentsListsEachIncidentOnceWithItsKey) {
   ASSERT_EQ(lines.size(), 8u) << r.out;  // header, 5 of the replicated shard, 2 of the other
   EXPECT_TRUE(absl::StartsWith(lines[0], "ID  KEY               KIND")) << r.out;
   // Newest first across shards: #15 (30s ago), #12 (1m), #20 (2m), node-x's #12 (3m), ...
-  EXPECT_TRUE(absl::StartsWith(lines[1], absl::StrCat("15  ", KeyOf(15), "  straggler")))
-      << r.out;
+  EXPECT_TRUE(absl::StartsWith(lines[1], absl::StrCat("15  ", KeyOf(15), "  straggler"))) << r.out;
   EXPECT_TRUE(absl::StrContains(lines[4], "link_down")) << r.out;
   EXPECT_TRUE(absl::StrContains(lines[4], "node-x")) << r.out;
   for (uint64_t id : {15, 12, 3, 20, 21}) {
@@ -272,8 +270,8 @@ TEST_F(FleetCliTest, OneUnreachableIsAWarningAllUnreachableAnError) {
     const absl::Time start = absl::Now();
     r = Cli({cmd}, All());
     EXPECT_EQ(r.exit_code, 2) << cmd << r.out;
-    EXPECT_TRUE(absl::StartsWith(r.err, absl::StrCat("ringside ", cmd,
-                                                     ": cannot reach aggregator at ")))
+    EXPECT_TRUE(
+        absl::StartsWith(r.err, absl::StrCat("ringside ", cmd, ": cannot reach aggregator at ")))
         << r.err;
     EXPECT_EQ(CountOf(r.err, "cannot reach aggregator at "), 3) << r.err;
     EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << cmd;
@@ -289,16 +287,15 @@ v1::IncidentChange Change(v1::IncidentChange::Type type, v1::Incident incident) 
 
 TEST_F(FleetCliTest, WatchPrintsAChangeBothReplicasSendOnce) {
   const std::string ab = absl::StrCat(a_->address(), ",", b_->address());
-  testing::Process watch({Ringside(), "watch", "--aggregator", ab, "--node", "node-z",
-                          "--max-backoff", "500ms"},
-                         tmp_.path());
+  testing::Process watch(
+      {Ringside(), "watch", "--aggregator", ab, "--node", "node-z", "--max-backoff", "500ms"},
+      tmp_.path());
   ASSERT_TRUE(watch.WaitForStderr(
       absl::StrCat("watching incidents at ", a_->address(), ", ", b_->address()),
       absl::Seconds(10)))
       << watch.Stderr();
-  ASSERT_TRUE(Eventually([&] {
-    return a_->service().open_watches() == 1 && b_->service().open_watches() == 1;
-  }));
+  ASSERT_TRUE(Eventually(
+      [&] { return a_->service().open_watches() == 1 && b_->service().open_watches() == 1; }));
   const absl::Time opened = absl::Now();
   v1::Incident on_a = ShardIncident(40, "link_down", "node-z", opened, true);
   v1::Incident on_b = on_a;
