@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "analysis/incidents.h"
 #include "daemon/ctl/fleet.h"
+#include "daemon/ctl/fleet_merge.h"
 #include "tests/daemon/ctl/fake_query_service.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
@@ -359,6 +360,51 @@ TEST(AggregatorTargetsTest, ListsRepeatsAndNames) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ctl::ParseAggregatorTargets("each:no-such-host.invalid:9472").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(FleetMergeTest, IncidentsWithoutKeyDedupeByKindEntityAndOpening) {
+  const absl::Time t = absl::FromUnixSeconds(1'800'000'000);
+  // From an aggregator too old to send keys: replica copies differ in id and revision.
+  v1::Incident a = ShardIncident(1, "link_down", "node-a", t, true);
+  a.clear_key();
+  v1::Incident a_newer = a;
+  a_newer.set_id(9);
+  a_newer.set_revision(2);
+  a_newer.set_updated_unix_nanos(absl::ToUnixNanos(t + absl::Minutes(1)));
+  v1::Incident other = a;  // same entity, opened later: another incident
+  other.set_id(2);
+  other.set_opened_unix_nanos(absl::ToUnixNanos(t + absl::Seconds(5)));
+  other.set_updated_unix_nanos(absl::ToUnixNanos(t + absl::Seconds(5)));
+  ctl::Incidents first, second;
+  *first.Add() = a;
+  *first.Add() = other;
+  *second.Add() = a_newer;
+  ctl::Incidents merged = ctl::MergeIncidents({&first, &second}, 0);
+  ASSERT_EQ(merged.size(), 2);
+  EXPECT_EQ(merged[0].id(), 9u);  // the fresher copy, and the most recently updated first
+  EXPECT_EQ(merged[1].id(), 2u);
+  EXPECT_EQ(ctl::MergeIncidents({&first, &second}, 1).size(), 1);
+}
+
+TEST(FleetMergeTest, StragglersOncePerRankHighestScore) {
+  google::protobuf::RepeatedPtrField<v1::RankScore> x, y;
+  auto add = [](auto& list, const std::string& job, int64_t rank, double score) {
+    v1::RankScore* r = list.Add();
+    r->set_job(job);
+    r->set_comm("c");
+    r->set_rank(rank);
+    r->set_score(score);
+  };
+  add(x, "j1", 5, 0.5);
+  add(x, "j1", 2, 0.1);
+  add(y, "j1", 5, 0.8);
+  add(y, "j2", 5, 0.3);
+  auto merged = ctl::MergeStragglers({&x, &y}, 10);
+  ASSERT_EQ(merged.size(), 3);
+  EXPECT_EQ(merged[0].job(), "j1");
+  EXPECT_DOUBLE_EQ(merged[0].score(), 0.8);
+  EXPECT_EQ(merged[1].job(), "j2");
+  EXPECT_EQ(ctl::MergeStragglers({&x, &y}, 2).size(), 2);
 }
 
 }  // namespace
