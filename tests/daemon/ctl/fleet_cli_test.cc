@@ -335,6 +335,32 @@ TEST_F(FleetCliTest, WatchPrintsAChangeBothReplicasSendOnce) {
   EXPECT_TRUE(absl::StrContains(watch.Stderr(), "ringside watch: stopped")) << watch.Stderr();
 }
 
+TEST_F(FleetCliTest, WatchWithOneAggregatorDownWarnsAndWatchesTheOthers) {
+  const std::string gone = b_->address();
+  b_->Shutdown();
+  testing::Process watch(
+      {Ringside(), "watch", "--aggregator", absl::StrCat(gone, ",", a_->address()), "--node",
+       "node-z", "--max-backoff", "300ms", "--timeout", "2s"},
+      tmp_.path());
+  ASSERT_TRUE(watch.WaitForStderr("watching incidents at " + a_->address() + " (Ctrl-C to stop)",
+                                  absl::Seconds(10)))
+      << watch.Stderr();
+  EXPECT_TRUE(
+      absl::StrContains(watch.Stderr(), "ringside: warning: cannot reach aggregator at " + gone))
+      << watch.Stderr();
+  ASSERT_TRUE(Eventually([&] { return a_->service().open_watches() == 1; }));
+  a_->service().Publish(Change(v1::IncidentChange::OPENED,
+                               ShardIncident(50, "link_down", "node-z", absl::Now(), true)));
+  ASSERT_TRUE(Eventually([&] { return CountOf(watch.Stdout(), "OPENED    #50") == 1; }))
+      << watch.Stdout();
+  // The missing one is retried in the background.
+  ASSERT_TRUE(
+      watch.WaitForStderr("ringside watch: cannot reach aggregator at " + gone, absl::Seconds(10)))
+      << watch.Stderr();
+  watch.Signal(SIGTERM);
+  EXPECT_EQ(watch.Wait(absl::Seconds(10)), 0) << watch.Stderr();
+}
+
 TEST(AggregatorTargetsTest, ListsRepeatsAndNames) {
   auto t = ctl::ParseAggregatorTargets(" agg-0a:9472, agg-0b:9472,agg-0a:9472 ");
   ASSERT_TRUE(t.ok()) << t.status();
