@@ -92,14 +92,24 @@ std::string StateText(const v1::Incident& incident) {
 }
 
 Table IncidentsTable(const google::protobuf::RepeatedPtrField<v1::Incident>& incidents,
-                     absl::Time now) {
-  Table t({"ID", "KIND", "SEVERITY", "STATE", "ENTITY", "OPENED", "UPDATED", "SUMMARY"});
+                     absl::Time now, bool with_key) {
+  std::vector<std::string> head = {"ID",     "KIND",   "SEVERITY", "STATE",
+                                   "ENTITY", "OPENED", "UPDATED",  "SUMMARY"};
+  if (with_key) head.insert(head.begin() + 1, "KEY");
+  Table t(head);
   t.RightAlign(0);
   for (const v1::Incident& i : incidents) {
-    t.AddRow({absl::StrCat(i.id()), i.kind(), i.severity(),
-              i.open() ? "open" : absl::StrCat("resolved ", Ago(i.resolved_unix_nanos(), now)),
-              EntityText(i.entity()), Ago(i.opened_unix_nanos(), now),
-              Ago(i.updated_unix_nanos(), now), Cell(i.summary(), 80)});
+    std::vector<std::string> row = {
+        absl::StrCat(i.id()),
+        i.kind(),
+        i.severity(),
+        i.open() ? "open" : absl::StrCat("resolved ", Ago(i.resolved_unix_nanos(), now)),
+        EntityText(i.entity()),
+        Ago(i.opened_unix_nanos(), now),
+        Ago(i.updated_unix_nanos(), now),
+        Cell(i.summary(), 80)};
+    if (with_key) row.insert(row.begin() + 1, i.key().empty() ? "-" : i.key());
+    t.AddRow(row);
   }
   return t;
 }

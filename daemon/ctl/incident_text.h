@@ -34,9 +34,10 @@ std::string RankRanges(const google::protobuf::RepeatedField<int64_t>& ranks);
 // "open" or "resolved".
 std::string StateText(const v1::Incident& incident);
 
-// The table of `ringside incidents`: ID, KIND, SEVERITY, STATE, ENTITY, OPENED, UPDATED, SUMMARY.
+// The table of `ringside incidents`: ID, KIND, SEVERITY, STATE, ENTITY, OPENED, UPDATED, SUMMARY;
+// `with_key` adds KEY after ID (when several aggregators were asked, whose ids differ).
 Table IncidentsTable(const google::protobuf::RepeatedPtrField<v1::Incident>& incidents,
-                     absl::Time now);
+                     absl::Time now, bool with_key = false);
 
 // One `ringside watch` line for a change:
 // "2026-11-22T08:10:00Z  OPENED    #12 critical pause_storm node-b mlx5_0 prio 3: summary".

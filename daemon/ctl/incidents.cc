@@ -4,6 +4,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/ctl/fleet.h"
+#include "daemon/ctl/fleet_merge.h"
 #include "daemon/ctl/incident_text.h"
 #include "daemon/ctl/query_client.h"
 #include "daemon/ctl/query_commands.h"
@@ -37,6 +39,9 @@ constexpr char kUsage[] =
     "\n"
     "Lists incidents, newest first: id, kind, severity, state, entity, when it opened and last\n"
     "changed, and its summary. `ringside incident ID` shows one in full, with its causes.\n"
+    "With several aggregators, each incident is listed once (by its key, shown in a KEY column;\n"
+    "the ID is the local id of the aggregator whose copy is shown) and --limit applies after the\n"
+    "merge.\n"
     "\n"
     "Exit codes: 0 listed (none open, when --open); 1 with --open, when any incident is open;\n"
     "2 usage error or the aggregator could not be asked.\n";
@@ -70,8 +75,15 @@ int RunIncidents(const std::vector<std::string>& argv, CommandContext& ctx) {
     }
     req.set_limit(limit);
   }
-  absl::StatusOr<v1::ListIncidentsResponse> resp = q.client->ListIncidents(req);
-  if (!resp.ok()) return FailCommand(ctx, kName, std::string(resp.status().message()));
+  auto answers = Gather(q.fleet->All<v1::ListIncidentsResponse>(
+                            [&req](QueryClient& c) { return c.ListIncidents(req); }),
+                        ctx.err);
+  if (!answers.ok()) return FailCommand(ctx, kName, std::string(answers.status().message()));
+  std::vector<const Incidents*> lists;
+  for (const auto& a : *answers) lists.push_back(&a.value.incidents());
+  v1::ListIncidentsResponse merged;
+  *merged.mutable_incidents() = MergeIncidents(lists, req.limit() == 0 ? 100 : req.limit());
+  const v1::ListIncidentsResponse* resp = &merged;
 
   if (q.format == OutputFormat::kJson) {
     nlohmann::json out = nlohmann::json::array();
@@ -80,7 +92,7 @@ int RunIncidents(const std::vector<std::string>& argv, CommandContext& ctx) {
   } else if (resp->incidents().empty()) {
     ctx.out << (req.open_only() ? "No open incidents.\n" : "No incidents.\n");
   } else {
-    IncidentsTable(resp->incidents(), now).Render(ctx.out);
+    IncidentsTable(resp->incidents(), now, /*with_key=*/q.fleet->many()).Render(ctx.out);
   }
   ctx.out.flush();
   return req.open_only() && !resp->incidents().empty() ? kExitProblems : kExitOk;

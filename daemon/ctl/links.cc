@@ -4,6 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "daemon/ctl/fleet.h"
+#include "daemon/ctl/fleet_merge.h"
 #include "daemon/ctl/link_text.h"
 #include "daemon/ctl/query_client.h"
 #include "daemon/ctl/query_commands.h"
@@ -47,8 +49,19 @@ int RunLinks(const std::vector<std::string>& argv, CommandContext& ctx) {
   req.set_unhealthy_only(q.args.Flag("unhealthy"));
   req.set_flapping_only(q.args.Flag("flapping"));
   req.set_node(q.args.Get("node"));
-  absl::StatusOr<v1::ListLinksResponse> resp = q.client->ListLinks(req);
-  if (!resp.ok()) return FailCommand(ctx, kName, std::string(resp.status().message()));
+  auto answers = Gather(
+      q.fleet->All<v1::ListLinksResponse>([&req](QueryClient& c) { return c.ListLinks(req); }),
+      ctx.err);
+  if (!answers.ok()) return FailCommand(ctx, kName, std::string(answers.status().message()));
+  v1::ListLinksResponse merged;
+  if (answers->size() == 1) {
+    merged = std::move(answers->front().value);  // as the aggregator ordered them
+  } else {
+    std::vector<const google::protobuf::RepeatedPtrField<v1::LinkStatus>*> lists;
+    for (const auto& a : *answers) lists.push_back(&a.value.links());
+    *merged.mutable_links() = MergeLinks(lists);
+  }
+  const v1::ListLinksResponse* resp = &merged;
   const bool asked_for_problems = req.unhealthy_only() || req.flapping_only();
   if (q.format == OutputFormat::kJson) {
     nlohmann::json out = nlohmann::json::array();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "daemon/ctl/fleet.h"
 #include "daemon/ctl/incident_text.h"
 #include "daemon/ctl/link_text.h"
 #include "daemon/ctl/query_client.h"
@@ -57,8 +58,20 @@ int RunNode(const std::vector<std::string>& argv, CommandContext& ctx) {
     return FailCommand(ctx, kName,
                        absl::StrCat("--rates \"", q.args.Get("rates"), "\" is not a count"));
   }
-  absl::StatusOr<v1::NodeStatus> node = q.client->GetNode(q.args.positional[0]);
-  if (!node.ok()) return FailCommand(ctx, kName, std::string(node.status().message()));
+  // The node lives on one shard: the first aggregator (in --aggregator order) that knows it.
+  const std::string name = q.args.positional[0];
+  auto answers = Gather(
+      q.fleet->All<v1::NodeStatus>([&name](QueryClient& c) { return c.GetNode(name); }), ctx.err,
+      /*not_found_is_no_answer=*/true);
+  if (!answers.ok()) {
+    if (q.fleet->many() && absl::IsNotFound(answers.status())) {
+      return FailCommand(ctx, kName,
+                         absl::StrCat("none of the ", q.fleet->size(),
+                                      " aggregators has heard of node \"", name, "\""));
+    }
+    return FailCommand(ctx, kName, std::string(answers.status().message()));
+  }
+  const v1::NodeStatus* node = &answers->front().value;
   const bool problems = node->stale() || !node->open_incidents().empty();
   const absl::Time now = absl::Now();
   if (q.format == OutputFormat::kJson) {
@@ -86,7 +99,7 @@ int RunNode(const std::vector<std::string>& argv, CommandContext& ctx) {
   if (node->open_incidents().empty()) {
     out << "  none\n";
   } else {
-    IncidentsTable(node->open_incidents(), now).Render(out);
+    IncidentsTable(node->open_incidents(), now, /*with_key=*/q.fleet->many()).Render(out);
   }
   out << "\nLinks (" << node->links_size() << "):\n";
   if (node->links().empty()) {

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/ctl/fleet.h"
 #include "daemon/ctl/relative_time.h"
 #include "grpcpp/create_channel.h"
 
@@ -16,7 +17,9 @@ const std::vector<FlagSpec>& ConnectionFlagSpecs() {
       {"output", "o", true, "FORMAT", "table (aligned, for people) or json (stable, keys sorted)",
        "table"},
       {"aggregator", "", true, "HOST:PORT",
-       "the aggregator's gRPC address (else $RINGSIDE_AGGREGATOR)", kDefaultAggregator},
+       "the aggregator's gRPC address (else $RINGSIDE_AGGREGATOR); a comma-separated list asks "
+       "every one and merges, each:HOST:PORT every address of HOST",
+       kDefaultAggregator},
       {"timeout", "", true, "DURATION", "deadline of each call to the aggregator", "10s"},
       {"tls-ca", "", true, "FILE", "PEM CA that signed the aggregator's certificate (enables TLS)",
        ""},
@@ -29,6 +32,9 @@ const std::vector<FlagSpec>& ConnectionFlagSpecs() {
 
 const char* ConnectionHelp() {
   return "The aggregator is --aggregator, else $RINGSIDE_AGGREGATOR, else localhost:9472.\n"
+         "With several (agg-0a:9472,agg-0b:9472,agg-1a:9472 or each:NAME:9472), every one is\n"
+         "asked, the answers are merged and incidents deduplicated by key; one that cannot be\n"
+         "reached is a warning while another answers.\n"
          "Plaintext is used only to loopback (or with --allow-insecure); give --tls-ca (and\n"
          "--tls-cert/--tls-key when the aggregator requires client certificates) otherwise.\n";
 }
@@ -79,6 +85,7 @@ absl::StatusOr<std::unique_ptr<QueryClient>> QueryClient::Connect(
   // `watch` holds a stream that can be idle for hours: keep pinging while it is.
   channel_args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   channel_args.SetMaxReceiveMessageSize(64 << 20);
+  if (!options.tls_name.empty()) channel_args.SetSslTargetNameOverride(options.tls_name);
   auto channel = grpc::CreateCustomChannel(options.target, *creds, channel_args);
   return std::unique_ptr<QueryClient>(new QueryClient(options, std::move(channel)));
 }
@@ -211,11 +218,12 @@ std::optional<int> PrepareQueryCommand(const std::string& name, const std::strin
   if (!format.ok()) return FailCommand(ctx, name, std::string(format.status().message()));
   absl::StatusOr<ConnectionOptions> conn = ConnectionFromArgs(*parsed, std::getenv(kAggregatorEnv));
   if (!conn.ok()) return FailCommand(ctx, name, std::string(conn.status().message()));
-  absl::StatusOr<std::unique_ptr<QueryClient>> client = QueryClient::Connect(*conn);
-  if (!client.ok()) return FailCommand(ctx, name, std::string(client.status().message()));
+  absl::StatusOr<std::unique_ptr<Fleet>> fleet = Fleet::Connect(*conn);
+  if (!fleet.ok()) return FailCommand(ctx, name, std::string(fleet.status().message()));
   out.args = std::move(*parsed);
   out.format = *format;
-  out.client = std::move(*client);
+  out.fleet = std::move(*fleet);
+  out.client = &out.fleet->at(0);
   return std::nullopt;
 }
 

@@ -28,7 +28,11 @@ inline constexpr char kAggregatorEnv[] = "RINGSIDE_AGGREGATOR";
 enum class OutputFormat { kTable, kJson };
 
 struct ConnectionOptions {
-  std::string target = kDefaultAggregator;  // HOST:PORT
+  // HOST:PORT; in the flags, a comma-separated list (fleet.h), one entry per QueryClient.
+  std::string target = kDefaultAggregator;
+  // The name TLS checks the aggregator's certificate against, when `target` is an address
+  // resolved from it ("each:NAME:PORT"); empty: the host of `target`.
+  std::string tls_name;
   TlsOptions tls;
   absl::Duration timeout = absl::Seconds(10);  // deadline of each call
 };
@@ -73,13 +77,15 @@ class QueryClient {
 };
 
 // What every query subcommand does first: parse its flags plus the connection flags, print
-// --help, check -o and the connection flags, and connect. On success `args`, `format` and
-// `client` are set and nullopt is returned; otherwise the exit code to return (0 after --help,
-// 2 after a usage error printed as "ringside NAME: ...").
+// --help, check -o and the connection flags, and connect. On success `args`, `format`,
+// `fleet` and `client` are set and nullopt is returned; otherwise the exit code to return (0 after
+// --help, 2 after a usage error printed as "ringside NAME: ...").
+class Fleet;
 struct QueryInvocation {
   ParsedArgs args;
   OutputFormat format = OutputFormat::kTable;
-  std::unique_ptr<QueryClient> client;
+  std::shared_ptr<Fleet> fleet;   // every aggregator --aggregator names (fleet.h)
+  QueryClient* client = nullptr;  // the first of them
 };
 std::optional<int> PrepareQueryCommand(const std::string& name, const std::string& usage,
                                        const std::vector<FlagSpec>& own_specs,

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "daemon/ctl/fleet.h"
+#include "daemon/ctl/fleet_merge.h"
 #include "daemon/ctl/incident_text.h"
 #include "daemon/ctl/query_client.h"
 #include "daemon/ctl/query_commands.h"
@@ -31,7 +33,12 @@ constexpr char kUsage[] =
     "incidents by kind, the most severe open incidents, and a verdict.\n"
     "\n"
     "Exit codes: 0 healthy; 1 problems: an open critical incident or a stale node; 2 usage\n"
-    "error or the aggregator could not be asked.\n";
+    "error or the aggregator could not be asked.\n"
+    "With several aggregators: incidents are counted once each (by key); nodes and links are\n"
+    "added up over aggregators whose counts differ (equal ones are taken for replicas).\n";
+
+// With several aggregators, how many open incidents are asked of each.
+constexpr uint32_t kOpenIncidentsLimit = 100000;
 
 std::string Plural(uint64_t n, const char* one, const char* many) {
   return absl::StrCat(n, " ", n == 1 ? one : many);
@@ -47,8 +54,42 @@ int RunStatus(const std::vector<std::string>& argv, CommandContext& ctx) {
         ctx, kName,
         absl::StrCat("unexpected argument \"", q.args.positional[0], "\" (see --help)"));
   }
-  absl::StatusOr<v1::ClusterStatus> s = q.client->GetStatus();
-  if (!s.ok()) return FailCommand(ctx, kName, std::string(s.status().message()));
+  struct Answer {
+    v1::ClusterStatus status;
+    v1::ListIncidentsResponse open;  // with several aggregators: every open incident
+  };
+  const bool many = q.fleet->many();
+  auto answers = Gather(q.fleet->All<Answer>([many](QueryClient& c) -> absl::StatusOr<Answer> {
+    Answer a;
+    absl::StatusOr<v1::ClusterStatus> s = c.GetStatus();
+    if (!s.ok()) return s.status();
+    a.status = *std::move(s);
+    if (!many) return a;
+    v1::ListIncidentsRequest req;
+    req.set_open_only(true);
+    req.set_limit(kOpenIncidentsLimit);
+    absl::StatusOr<v1::ListIncidentsResponse> open = c.ListIncidents(req);
+    if (!open.ok()) return open.status();
+    a.open = *std::move(open);
+    return a;
+  }),
+                        ctx.err);
+  if (!answers.ok()) return FailCommand(ctx, kName, std::string(answers.status().message()));
+  v1::ClusterStatus merged;
+  std::vector<std::string> answered;
+  for (const auto& a : *answers) answered.push_back(q.fleet->target(a.index));
+  if (!many) {
+    merged = std::move(answers->front().value.status);
+  } else {
+    std::vector<const v1::ClusterStatus*> statuses;
+    std::vector<const Incidents*> lists;
+    for (const auto& a : *answers) {
+      statuses.push_back(&a.value.status);
+      lists.push_back(&a.value.open.incidents());
+    }
+    merged = MergeStatus(statuses, MergeIncidents(lists, 0));
+  }
+  const v1::ClusterStatus* s = &merged;
 
   uint32_t critical = 0;
   for (const v1::Incident& i : s->open_incidents()) {
@@ -66,8 +107,9 @@ int RunStatus(const std::vector<std::string>& argv, CommandContext& ctx) {
       s->now_unix_nanos() != 0 ? absl::FromUnixNanos(s->now_unix_nanos()) : absl::Now();
   std::ostream& out = ctx.out;
   out << "Cluster status at "
-      << Rfc3339(absl::ToUnixNanos(now) - absl::ToUnixNanos(now) % 1'000'000'000) << " (aggregator "
-      << q.client->options().target;
+      << Rfc3339(absl::ToUnixNanos(now) - absl::ToUnixNanos(now) % 1'000'000'000)
+      << (answered.size() > 1 ? " (aggregators " : " (aggregator ")
+      << absl::StrJoin(answered, ", ");
   if (!s->aggregator_version().empty()) out << ", version " << s->aggregator_version();
   out << ")\n\n";
 
@@ -102,7 +144,7 @@ int RunStatus(const std::vector<std::string>& argv, CommandContext& ctx) {
       out << "Most severe " << s->open_incidents_size()
           << " (ringside incidents --open for all):\n";
     }
-    IncidentsTable(s->open_incidents(), now).Render(out);
+    IncidentsTable(s->open_incidents(), now, /*with_key=*/many).Render(out);
   }
 
   out << "\n";

@@ -7,9 +7,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/ctl/fleet.h"
+#include "daemon/ctl/fleet_merge.h"
+#include "daemon/ctl/incident_text.h"
 #include "daemon/ctl/query_client.h"
 #include "daemon/ctl/query_commands.h"
-#include "daemon/ctl/incident_text.h"
 #include "daemon/ctl/query_json.h"
 #include "daemon/ctl/relative_time.h"
 #include "daemon/ctl/table.h"
@@ -74,8 +76,19 @@ int RunStragglers(const std::vector<std::string>& argv, CommandContext& ctx) {
     }
     req.set_limit(limit);
   }
-  absl::StatusOr<v1::TopStragglersResponse> resp = q.client->TopStragglers(req);
-  if (!resp.ok()) return FailCommand(ctx, kName, std::string(resp.status().message()));
+  auto answers = Gather(q.fleet->All<v1::TopStragglersResponse>(
+                            [&req](QueryClient& c) { return c.TopStragglers(req); }),
+                        ctx.err);
+  if (!answers.ok()) return FailCommand(ctx, kName, std::string(answers.status().message()));
+  v1::TopStragglersResponse merged;
+  if (answers->size() == 1) {
+    merged = std::move(answers->front().value);
+  } else {
+    std::vector<const google::protobuf::RepeatedPtrField<v1::RankScore>*> lists;
+    for (const auto& a : *answers) lists.push_back(&a.value.ranks());
+    *merged.mutable_ranks() = MergeStragglers(lists, req.limit() == 0 ? 10 : req.limit());
+  }
+  const v1::TopStragglersResponse* resp = &merged;
   bool flagged = false;
   for (const v1::RankScore& r : resp->ranks()) flagged = flagged || r.flagged();
 
