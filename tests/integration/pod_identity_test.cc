@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "sim/sysfs_tree.h"
+#include "tests/testing/eventually.h"
 #include "tests/aggregator/http_receiver.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
@@ -34,14 +35,10 @@ constexpr int kRanks = 4;
 constexpr int kLateRank = 2;
 constexpr int kCollectives = 30;
 
+// This file waits 15s by default, polling every 50 ms.
 template <typename Pred>
 bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(15)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return pred();
+  return testing::Eventually(pred, timeout, absl::Milliseconds(50));
 }
 
 int PortFromLog(testing::Process& p, const std::string& pattern) {

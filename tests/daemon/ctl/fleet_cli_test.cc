@@ -18,6 +18,7 @@
 #include "analysis/incidents.h"
 #include "daemon/ctl/fleet.h"
 #include "daemon/ctl/fleet_merge.h"
+#include "tests/testing/eventually.h"
 #include "tests/daemon/ctl/fake_query_service.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
@@ -29,24 +30,8 @@ using testing::RunResult;
 
 std::string Ringside() { return testing::BinaryPath("daemon/ringside"); }
 
-int CountOf(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t p = haystack.find(needle); p != std::string::npos;
-       p = haystack.find(needle, p + needle.size())) {
-    ++n;
-  }
-  return n;
-}
-
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return pred();
-}
+using testing::Eventually;
+using testing::CountOf;
 
 v1::Incident ShardIncident(uint64_t id, const std::string& kind, const std::string& node,
                            absl::Time opened, bool open) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "daemon/common/tls.h"
+#include "tests/testing/eventually.h"
 #include "tests/daemon/ctl/fake_query_service.h"
 #include "tests/testing/certs.h"
 #include "tests/testing/process.h"
@@ -26,25 +27,8 @@ using testing::RunResult;
 
 std::string Ringside() { return testing::BinaryPath("daemon/ringside"); }
 
-int CountOf(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t p = haystack.find(needle); p != std::string::npos;
-       p = haystack.find(needle, p + needle.size())) {
-    ++n;
-  }
-  return n;
-}
-
-// Polls `pred` every 20 ms for at most `timeout`.
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return pred();
-}
+using testing::Eventually;
+using testing::CountOf;
 
 class QueryCliTest : public ::testing::Test {
  protected:

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/testing/eventually.h"
 #include "tests/aggregator/ingest_test_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
@@ -23,24 +24,12 @@ using testing::RunResult;
 
 std::string Ringside() { return testing::BinaryPath("daemon/ringside"); }
 
-int CountOf(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t p = haystack.find(needle); p != std::string::npos;
-       p = haystack.find(needle, p + needle.size())) {
-    ++n;
-  }
-  return n;
-}
-
+// This file waits 20s by default, polling every 20 ms.
 template <typename Pred>
 bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return pred();
+  return testing::Eventually(pred, timeout, absl::Milliseconds(20));
 }
+using testing::CountOf;
 
 // Two up→down→up cycles of mlx5_0 port 1, 200 ms apart, from `t0`.
 v1::AgentMessage PortEvents(uint64_t seq, absl::Time t0, int n) {
