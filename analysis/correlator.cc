@@ -182,8 +182,9 @@ std::string Correlator::Describe(const Incident& f) const {
   return absl::StrCat(IncidentKindName(f.kind), " on ", absl::StrJoin(parts, " "));
 }
 
-std::vector<CauseLink> Correlator::CausesOf(const Incident& s,
-                                            const std::vector<const Incident*>& fabric) const {
+std::vector<CauseLink> Correlator::CausesOf(
+    const Incident& s, const std::vector<const Incident*>& fabric,
+    const absl::flat_hash_map<const Incident*, std::string>* remote_shard) const {
   std::set<std::string> nodes;
   const std::string job = Label(s, "job");
   if (s.kind == IncidentKind::kStraggler) {
@@ -241,6 +242,13 @@ std::vector<CauseLink> Correlator::CausesOf(const Incident& s,
     link.scope = c.scope == 0 ? "node" : "leaf";
     link.entity = c.f->entity;
     link.summary = Describe(*c.f);
+    link.key = StableIncidentKey(*c.f);
+    if (remote_shard != nullptr) {
+      if (auto r = remote_shard->find(c.f); r != remote_shard->end()) {
+        link.incident_id = 0;  // another shard's: its ids are its own
+        link.shard = r->second;
+      }
+    }
     out.push_back(std::move(link));
   }
   if (out.empty()) {
@@ -322,7 +330,8 @@ std::vector<AffectedJob> Correlator::BlastRadius(const Incident& f, absl::Time n
 }
 
 absl::Status Correlator::Correlate(IncidentManager& incidents, absl::Time now,
-                                   std::vector<IncidentChange>* changes) const {
+                                   std::vector<IncidentChange>* changes,
+                                   const RemoteIncidents* remote) const {
   std::vector<const Incident*> fabric;
   std::vector<uint64_t> symptoms, faults;
   for (const Incident* inc : incidents.Open()) {
@@ -336,14 +345,27 @@ absl::Status Correlator::Correlate(IncidentManager& incidents, absl::Time now,
   for (const Incident* inc : incidents.RecentlyResolved()) {
     if (IsFabricKind(inc->kind)) fabric.push_back(inc);
   }
+  absl::flat_hash_map<const Incident*, std::string> remote_shard;
+  if (remote != nullptr) {
+    for (const RemoteIncidents::Entry* e : remote->Fabric()) {
+      fabric.push_back(&e->incident);
+      remote_shard.emplace(&e->incident, e->shard);
+    }
+  }
   // Compute first, then write: writing does not move incidents, but keep the two apart anyway.
   std::vector<std::pair<uint64_t, std::vector<CauseLink>>> causes;
   for (uint64_t id : symptoms) {
-    if (const Incident* s = incidents.Get(id)) causes.emplace_back(id, CausesOf(*s, fabric));
+    if (const Incident* s = incidents.Get(id)) {
+      causes.emplace_back(id, CausesOf(*s, fabric, remote_shard.empty() ? nullptr : &remote_shard));
+    }
   }
   std::vector<std::pair<uint64_t, std::vector<AffectedJob>>> radius;
   for (uint64_t id : faults) {
-    if (const Incident* f = incidents.Get(id)) radius.emplace_back(id, BlastRadius(*f, now));
+    if (const Incident* f = incidents.Get(id)) {
+      std::vector<AffectedJob> r = BlastRadius(*f, now);
+      if (remote != nullptr) MergeAffected(r, remote->AffectedBy(StableIncidentKey(*f)));
+      radius.emplace_back(id, std::move(r));
+    }
   }
   absl::Status first;
   for (auto& [id, c] : causes) {

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "analysis/collective_observation.h"
 #include "analysis/incidents.h"
+#include "analysis/remote_incidents.h"
 #include "analysis/topology.h"
 
 namespace ringside::analysis {
@@ -61,16 +62,22 @@ class Correlator {
   // Forgets ranks not seen since `now - rank_ttl`.
   void Expire(absl::Time now);
 
-  // The causes of a straggler or job_slowdown among `fabric` (other kinds are skipped).
-  std::vector<CauseLink> CausesOf(const Incident& symptom,
-                                  const std::vector<const Incident*>& fabric) const;
+  // The causes of a straggler or job_slowdown among `fabric` (other kinds are skipped). A fabric
+  // incident `remote_shard` maps to a shard name is another shard's (RemoteIncidents): its link
+  // names that shard and carries no local id.
+  std::vector<CauseLink> CausesOf(
+      const Incident& symptom, const std::vector<const Incident*>& fabric,
+      const absl::flat_hash_map<const Incident*, std::string>* remote_shard = nullptr) const;
   // The jobs and ranks behind a fabric incident.
   std::vector<AffectedJob> BlastRadius(const Incident& fabric, absl::Time now) const;
 
   // Applies both to the manager's incidents: causes of every open straggler/job_slowdown, blast
-  // radius of every open fabric incident. Returns the first store error.
+  // radius of every open fabric incident. With `remote` (other shards' incidents), their fabric
+  // incidents are candidate causes too, and the jobs their stragglers attribute to one of ours
+  // join its blast radius. Returns the first store error.
   absl::Status Correlate(IncidentManager& incidents, absl::Time now,
-                         std::vector<IncidentChange>* changes = nullptr) const;
+                         std::vector<IncidentChange>* changes = nullptr,
+                         const RemoteIncidents* remote = nullptr) const;
 
   // "pause_storm on node-17 mlx5_3 prio 3"
   std::string Describe(const Incident& incident) const;

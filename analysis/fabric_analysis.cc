@@ -19,7 +19,9 @@ FabricAnalysis::FabricAnalysis(FabricAnalysisOptions options, IncidentStore* sto
       congestion_(options.congestion, &ports_),
       stragglers_(options.straggler),
       correlator_(topology, options.correlator),
-      incidents_(store, options.incidents) {}
+      incidents_(store, options.incidents),
+      // A resolved remote incident may still explain a straggler seen within the window after.
+      remote_(2 * options.correlator.window) {}
 
 absl::Status FabricAnalysis::Start(absl::Time now) {
   absl::Status s = incidents_.Load(now);
@@ -110,10 +112,12 @@ absl::Status FabricAnalysis::Flush(absl::Time now, std::vector<IncidentChange>* 
   congestion_.Advance(now, findings_);
   stragglers_.Expire(now);
   correlator_.Expire(now);
+  remote_.Expire(now);
   absl::Status first = incidents_.Apply(findings_, changes);
   findings_.clear();
   if (absl::Status s = incidents_.Advance(now, changes); !s.ok() && first.ok()) first = s;
-  if (absl::Status s = correlator_.Correlate(incidents_, now, changes); !s.ok() && first.ok()) {
+  if (absl::Status s = correlator_.Correlate(incidents_, now, changes, &remote_);
+      !s.ok() && first.ok()) {
     first = s;
   }
   return first;

@@ -31,6 +31,7 @@
 #include "analysis/incidents.h"
 #include "analysis/link_detector.h"
 #include "analysis/pause_storm_detector.h"
+#include "analysis/remote_incidents.h"
 #include "analysis/straggler_detector.h"
 #include "analysis/topology.h"
 
@@ -87,6 +88,15 @@ class FabricAnalysis {
   void OnState(const StateSample& sample);
   void OnEvent(const LinkEvent& event);
   void OnCollective(const CollectiveObservation& obs);
+  // Another shard's incidents (remote_incidents.h): a watch's snapshot, then each change. The
+  // next Flush correlates with them.
+  void ReplaceRemote(const std::string& shard, const std::vector<Incident>& incidents) {
+    remote_.Replace(shard, incidents);
+  }
+  void ApplyRemote(const std::string& shard, const Incident& incident) {
+    remote_.Apply(shard, incident);
+  }
+  const RemoteIncidents& remote() const { return remote_; }
 
   absl::Status Flush(absl::Time now, std::vector<IncidentChange>* changes = nullptr);
 
@@ -109,6 +119,7 @@ class FabricAnalysis {
   StragglerDetector stragglers_;
   Correlator correlator_;
   IncidentManager incidents_;
+  RemoteIncidents remote_;
   std::vector<Finding> findings_;
   // Bind's port numbers: source \x1f device \x1f port → number (from 1), up to kMaxPortNumbers.
   static constexpr size_t kMaxPortNumbers = size_t{1} << 22;

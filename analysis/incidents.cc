@@ -138,7 +138,11 @@ std::string CausesJson(const std::vector<CauseLink>& causes) {
     if (out.size() > 1) out += ',';
     absl::StrAppend(&out, "{\"incident_id\":", c.incident_id, ",\"kind\":", JsonQuote(c.kind),
                     ",\"scope\":", JsonQuote(c.scope), ",\"entity\":", LabelsJson(c.entity),
-                    ",\"summary\":", JsonQuote(c.summary), "}");
+                    ",\"summary\":", JsonQuote(c.summary));
+    // Only when set: causes recorded before keys existed keep their JSON.
+    if (!c.key.empty()) absl::StrAppend(&out, ",\"key\":", JsonQuote(c.key));
+    if (!c.shard.empty()) absl::StrAppend(&out, ",\"shard\":", JsonQuote(c.shard));
+    out += "}";
   }
   return out + "]";
 }

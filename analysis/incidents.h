@@ -44,6 +44,12 @@ struct CauseLink {
   std::string scope;         // how it relates: "node", "leaf", or "host"
   std::map<std::string, std::string> entity;
   std::string summary;  // "pause_storm on node-17 mlx5_3 prio 3"
+  // The cause's StableIncidentKey ("" for "host"): the same on every aggregator, so a cause on
+  // another shard, or seen from the fleet-wide CLI, is named by it.
+  std::string key;
+  // The shard whose aggregators raised the cause, when it is not this one (cross-shard
+  // attribution, remote_incidents.h); then incident_id is 0: ids are each aggregator's own.
+  std::string shard;
   bool operator==(const CauseLink&) const = default;
 };
 

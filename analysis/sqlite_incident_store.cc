@@ -136,7 +136,8 @@ absl::StatusOr<std::vector<CauseLink>> DecodeCauses(sqlite3* db, const std::stri
   Stmt q(db,
          "SELECT json_extract(value, '$.incident_id'), json_extract(value, '$.kind'), "
          "json_extract(value, '$.scope'), json_extract(value, '$.entity'), "
-         "json_extract(value, '$.summary') FROM json_each(?1)");
+         "json_extract(value, '$.summary'), json_extract(value, '$.key'), "
+         "json_extract(value, '$.shard') FROM json_each(?1)");
   if (absl::Status s = q.status("prepare"); !s.ok()) return s;
   q.Text(1, json);
   std::vector<CauseLink> out;
@@ -150,6 +151,8 @@ absl::StatusOr<std::vector<CauseLink>> DecodeCauses(sqlite3* db, const std::stri
     if (!e.ok()) return e.status();
     c.entity = *std::move(e);
     c.summary = ColumnText(q.get(), 4);
+    c.key = ColumnText(q.get(), 5);  // NULL (absent) reads as ""
+    c.shard = ColumnText(q.get(), 6);
     out.push_back(std::move(c));
   }
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "decode causes");

@@ -38,6 +38,8 @@ void ToProto(const analysis::Incident& in, v1::Incident* out) {
     pc->set_scope(c.scope);
     for (const auto& [k, v] : c.entity) (*pc->mutable_entity())[k] = v;
     pc->set_summary(c.summary);
+    pc->set_key(c.key);
+    pc->set_shard(c.shard);
   }
   for (const analysis::AffectedJob& j : in.affected) {
     v1::AffectedJob* pj = out->add_affected();
@@ -82,6 +84,8 @@ absl::StatusOr<analysis::Incident> FromProto(const v1::Incident& in) {
     cl.scope = c.scope();
     cl.entity.insert(c.entity().begin(), c.entity().end());
     cl.summary = c.summary();
+    cl.key = c.key();
+    cl.shard = c.shard();
     out.causes.push_back(std::move(cl));
   }
   for (const v1::AffectedJob& j : in.affected()) {

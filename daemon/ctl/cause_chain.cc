@@ -96,6 +96,11 @@ std::string StepText(const ChainStep& step) {
     absl::StrAppend(&text, " (#", id, ")");
   } else if (id != 0) {
     absl::StrAppend(&text, " (#", id, ", ", step.note, ")");
+  } else if (!step.link.shard().empty()) {
+    // Raised by another shard's aggregators (cross-shard attribution): named by its stable key,
+    // which `ringside incident KEY` across the fleet finds.
+    absl::StrAppend(&text, " (on ", step.link.shard(), ", key ", step.link.key(),
+                    step.note.empty() ? "" : ", ", step.note, ")");
   } else if (!step.note.empty()) {
     absl::StrAppend(&text, " (", step.note, ")");
   }

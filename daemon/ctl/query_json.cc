@@ -41,7 +41,9 @@ json CauseLinkJson(const v1::CauseLink& c) {
               {"kind", c.kind()},
               {"scope", c.scope()},
               {"entity", StringMap(c.entity())},
-              {"summary", c.summary()}};
+              {"summary", c.summary()},
+              {"key", c.key().empty() ? json(nullptr) : json(c.key())},
+              {"shard", c.shard().empty() ? json(nullptr) : json(c.shard())}};
 }
 
 json IncidentJson(const v1::Incident& i) {
