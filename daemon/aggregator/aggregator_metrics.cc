@@ -127,6 +127,15 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
        "Alert events waiting to be delivered."},
       {"ringside_aggregator_alert_last_delivery_timestamp_seconds", MetricType::Gauge,
        "receiver, type", "When the receiver last accepted a delivery (Unix seconds)."},
+      // Cross-shard attribution (daemon/aggregator/shard_watch.cc, docs/scale.md).
+      {"ringside_aggregator_shard_watch_up", MetricType::Gauge, "shard",
+       "1 while this aggregator's watch of another shard's incidents is connected (--shard-map)."},
+      {"ringside_aggregator_shard_watch_snapshots_total", MetricType::Counter, "shard",
+       "Snapshots of another shard's incidents taken (one per connection)."},
+      {"ringside_aggregator_shard_watch_changes_total", MetricType::Counter, "shard",
+       "Incident changes received from another shard's WatchIncidents stream."},
+      {"ringside_aggregator_shard_watch_failures_total", MetricType::Counter, "shard",
+       "Connections to another shard that failed or ended (each is retried with backoff)."},
       // The Query API (daemon/aggregator/query_api.cc, docs/query-api.md).
       {"ringside_aggregator_query_watchers", MetricType::Gauge, "",
        "WatchIncidents streams open."},

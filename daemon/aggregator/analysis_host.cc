@@ -245,6 +245,17 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
   }
 }
 
+void AnalysisHost::ReplaceRemote(const std::string& shard,
+                                 const std::vector<analysis::Incident>& incidents) {
+  absl::MutexLock lock(&mu_);
+  analysis_->ReplaceRemote(shard, incidents);
+}
+
+void AnalysisHost::ApplyRemote(const std::string& shard, const analysis::Incident& incident) {
+  absl::MutexLock lock(&mu_);
+  analysis_->ApplyRemote(shard, incident);
+}
+
 void AnalysisHost::Flush(absl::Time now) {
   std::vector<analysis::IncidentChange> changes;
   absl::Status s;

@@ -51,6 +51,10 @@ class AnalysisHost final : public IngestObserver {
                     absl::Time received, const v1::LinkEvents& events) override;
   // The RoCE netdev ↔ RDMA port map from the agents' info records.
   void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override;
+  // Another shard's incidents (shard_watch.h, cross-shard attribution): a watch's snapshot, then
+  // each change. The next flush correlates with them.
+  void ReplaceRemote(const std::string& shard, const std::vector<analysis::Incident>& incidents);
+  void ApplyRemote(const std::string& shard, const analysis::Incident& incident);
 
   // Runs the detectors' clocks to `now` and reports what changed (the flush thread calls it).
   void Flush(absl::Time now);

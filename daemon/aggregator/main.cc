@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -25,6 +26,8 @@
 #include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/peer_incidents.h"
+#include "daemon/aggregator/shard_watch.h"
+#include "daemon/common/shard_files.h"
 #include "daemon/aggregator/analysis_metrics.h"
 #include "daemon/aggregator/observer_fanout.h"
 #include "daemon/aggregator/query_api.h"
@@ -50,6 +53,13 @@ ABSL_FLAG(std::string, peers, "",
           "restarted or replaced replica pages nobody again (needs --state-dir).");
 ABSL_FLAG(absl::Duration, peer_timeout, absl::Seconds(5),
           "How long to wait for each peer at start.");
+ABSL_FLAG(std::string, shard_map, "",
+          "The shard map the agents use (a file, or statefulset:COUNT:TEMPLATE[,TEMPLATE]; "
+          "docs/scale.md). With --shard, this aggregator watches every OTHER shard's incidents "
+          "(WatchIncidents, either replica), so a straggler of a job hosted here is attributed "
+          "to a fabric incident raised by another shard, and that incident lists the job.");
+ABSL_FLAG(std::string, shard, "",
+          "This aggregator's shard in --shard-map: its name (shard-0) or its index (0).");
 ABSL_FLAG(bool, detect, true,
           "Run the detectors (link flaps, pause storms, congestion, degraded links, stragglers) "
           "over what the agents send, and log the incidents they open and resolve.");
@@ -327,6 +337,64 @@ int main(int argc, char** argv) {
     }
     analysis = std::move(*host);
     o.observer = analysis.get();
+  }
+
+  // Cross-shard attribution (docs/scale.md): the other shards' incidents, watched.
+  std::unique_ptr<ringside::daemon::ShardWatch> shard_watch;
+  {
+    const std::string spec = absl::GetFlag(FLAGS_shard_map);
+    const std::string self = absl::GetFlag(FLAGS_shard);
+    if (spec.empty() != self.empty()) {
+      std::fprintf(stderr, "ringside-aggregator: --shard-map and --shard go together\n");
+      return 2;
+    }
+    if (!spec.empty()) {
+      absl::StatusOr<ringside::analysis::ShardMap> map = ringside::daemon::LoadShardMap(spec);
+      if (!map.ok()) {
+        std::fprintf(stderr, "ringside-aggregator: --shard-map: %s\n",
+                     std::string(map.status().message()).c_str());
+        return 2;
+      }
+      int index = -1;
+      for (size_t i = 0; i < map->size(); ++i) {
+        if (map->shards()[i].name == self) index = static_cast<int>(i);
+      }
+      if (int n = 0; index < 0 && absl::SimpleAtoi(self, &n) && n >= 0 &&
+                     static_cast<size_t>(n) < map->size()) {
+        index = n;
+      }
+      if (index < 0) {
+        std::fprintf(stderr, "ringside-aggregator: --shard=%s is not a shard of --shard-map (%zu "
+                     "shards)\n", self.c_str(), map->size());
+        return 2;
+      }
+      if (analysis == nullptr) {
+        std::fprintf(stderr, "ringside-aggregator: --shard-map needs the detectors (--detect)\n");
+        return 2;
+      }
+      ringside::daemon::ShardWatchOptions so;
+      for (size_t i = 0; i < map->size(); ++i) {
+        if (static_cast<int>(i) != index) so.shards.push_back(map->shards()[i]);
+      }
+      so.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+      so.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+      so.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+      so.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+      so.log = [](const std::string& m) { LogLine(m); };
+      ringside::daemon::AnalysisHost* host = analysis.get();
+      ringside::daemon::ShardWatchSink sink;
+      sink.replace = [host](const std::string& shard,
+                            const std::vector<ringside::analysis::Incident>& incidents) {
+        host->ReplaceRemote(shard, incidents);
+      };
+      sink.apply = [host](const std::string& shard, const ringside::analysis::Incident& inc) {
+        host->ApplyRemote(shard, inc);
+      };
+      LogLine(absl::StrCat("shard ", map->shards()[index].name, " of ", map->size(),
+                           ": watching the incidents of the other ", so.shards.size()));
+      shard_watch = ringside::daemon::ShardWatch::Start(std::move(so), std::move(sink));
+      o.collectables.push_back(shard_watch->metrics());
+    }
   }
 
   // What Prometheus and Grafana get from the analysis (docs/metrics.md "## Aggregator"):
