@@ -1,12 +1,16 @@
 #include "sim/cluster.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +55,23 @@ uint64_t SeedMix(uint64_t x) {  // splitmix64
   return x ^ (x >> 31);
 }
 
+// A TCP port on 127.0.0.1 nobody listens on now (bound to 0, read back, closed).
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 bool IsPortFault(FaultKind k) {
   return k == FaultKind::kLinkFlap || k == FaultKind::kLinkDown ||
          k == FaultKind::kLinkDegraded || k == FaultKind::kPauseStorm ||
@@ -86,8 +107,45 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const Scenario& scenario
   c->sim_cpu_at_start_ = c->Cpu().sim;
   c->announced_.assign(scenario.faults.size(), false);
   c->ended_.assign(scenario.faults.size(), false);
-  c->state_dir_ = c->o_.work_dir + "/aggregator";
-  std::filesystem::create_directories(c->state_dir_);
+  c->o_.shards = std::max(1, c->o_.shards);
+  c->o_.replicas = std::max(1, c->o_.replicas);
+  for (int k = 0; k < c->o_.shards; ++k) {
+    for (int r = 0; r < c->o_.replicas; ++r) {
+      Aggregator a;
+      a.shard = k;
+      a.replica = r;
+      // The single aggregator keeps the layout every scenario has always had.
+      const std::string name =
+          c->Sharded() ? absl::StrCat("aggregator-", k, "-", std::string(1, static_cast<char>('a' + r)))
+                       : std::string("aggregator");
+      a.state_dir = c->o_.work_dir + "/" + name;
+      a.log = c->o_.work_dir + "/" + name + ".log";
+      std::filesystem::create_directories(a.state_dir);
+      // Fixed ports when sharded: the shard map, --peers and the agents name them, and a
+      // restarted replica comes back on them.
+      if (c->Sharded()) {
+        a.grpc_port = FreeLoopbackPort();
+        a.http_port = FreeLoopbackPort();
+        if (a.grpc_port == 0 || a.http_port == 0) {
+          return absl::UnavailableError("no free loopback port for an aggregator");
+        }
+      }
+      c->aggregators_.push_back(std::move(a));
+    }
+  }
+  if (c->Sharded()) {
+    c->shard_map_ = c->o_.work_dir + "/shards.txt";
+    std::ofstream m(c->shard_map_);
+    m << "# ringside-sim: " << c->o_.shards << " shards x " << c->o_.replicas << " replicas\n";
+    for (int k = 0; k < c->o_.shards; ++k) {
+      m << "shard-" << k;
+      for (int r = 0; r < c->o_.replicas; ++r) {
+        m << " 127.0.0.1:" << c->Agg(k, r).grpc_port;
+      }
+      m << "\n";
+    }
+    if (!m) return absl::InternalError("cannot write " + c->shard_map_);
+  }
   // Topology: nodes under leaf switches, in ibnetdiscover's format (what a real fabric gives).
   c->topology_ = c->o_.work_dir + "/topology.ibnetdiscover";
   {
@@ -98,7 +156,9 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const Scenario& scenario
   for (int i = 0; i < scenario.nodes; ++i) {
     if (absl::Status s = c->BuildNode(i); !s.ok()) return s;
   }
-  if (absl::Status s = c->StartAggregator(); !s.ok()) return s;
+  for (Aggregator& a : c->aggregators_) {
+    if (absl::Status s = c->StartAggregator(a); !s.ok()) return s;
+  }
   for (auto& n : c->nodes_) {
     if (absl::Status s = c->StartAgent(*n); !s.ok()) return s;
   }
@@ -192,25 +252,54 @@ absl::Status Cluster::BuildNode(int i) {
   return absl::OkStatus();
 }
 
-absl::Status Cluster::StartAggregator() {
-  std::vector<std::string> argv = {o_.aggregator_bin, "--listen=127.0.0.1:0",
-                                   "--http-listen=127.0.0.1:0", "--state-dir=" + state_dir_,
-                                   "--topology=" + topology_};
-  for (const std::string& a : s_.aggregator_args) argv.push_back(a);
-  absl::StatusOr<ChildProcess> p =
-      ChildProcess::Spawn(argv, {}, o_.work_dir + "/aggregator.log");
-  if (!p.ok()) return p.status();
-  aggregator_ = *p;
-  if (!aggregator_.WaitForLog("HTTP (", absl::Seconds(30))) {
-    return absl::UnavailableError("the aggregator did not start: " + aggregator_.Log());
+absl::Status Cluster::StartAggregator(Aggregator& a) {
+  std::vector<std::string> argv = {
+      o_.aggregator_bin, absl::StrCat("--listen=127.0.0.1:", a.grpc_port),
+      absl::StrCat("--http-listen=127.0.0.1:", a.http_port), "--state-dir=" + a.state_dir,
+      "--topology=" + topology_};
+  if (Sharded()) {
+    argv.push_back("--shard-map=" + shard_map_);
+    argv.push_back(absl::StrCat("--shard=shard-", a.shard));
+    std::string peers;
+    for (int r = 0; r < o_.replicas; ++r) {
+      if (r == a.replica) continue;
+      absl::StrAppend(&peers, peers.empty() ? "" : ",", "127.0.0.1:", Agg(a.shard, r).grpc_port);
+    }
+    if (!peers.empty()) argv.push_back("--peers=" + peers);
   }
-  const std::string log = aggregator_.Log();
-  grpc_port_ = PortAfter(log, "ingest (gRPC) listening");
-  http_port_ = PortAfter(log, "HTTP (");
-  if (grpc_port_ == 0 || http_port_ == 0) {
+  for (const std::string& x : s_.aggregator_args) argv.push_back(x);
+  absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(argv, {}, a.log);
+  if (!p.ok()) return p.status();
+  a.proc = *p;
+  if (!a.proc.WaitForLog("HTTP (", absl::Seconds(30))) {
+    return absl::UnavailableError("the aggregator did not start: " + a.proc.Log());
+  }
+  const std::string log = a.proc.Log();
+  a.grpc_port = PortAfter(log, "ingest (gRPC) listening");
+  a.http_port = PortAfter(log, "HTTP (");
+  if (a.grpc_port == 0 || a.http_port == 0) {
     return absl::UnavailableError("no aggregator ports in its log: " + log);
   }
   return absl::OkStatus();
+}
+
+void Cluster::KillAggregator(int shard, int replica) {
+  Aggregator& a = aggregators_[static_cast<size_t>(shard * o_.replicas + replica)];
+  a.proc.Signal(SIGKILL);
+  a.proc.Stop(absl::Seconds(2));
+}
+
+absl::Status Cluster::RestartAggregator(int shard, int replica, bool wipe_state) {
+  Aggregator& a = aggregators_[static_cast<size_t>(shard * o_.replicas + replica)];
+  if (a.proc.running()) return absl::FailedPreconditionError("the aggregator is running");
+  if (wipe_state) {
+    std::error_code ec;
+    std::filesystem::remove_all(a.state_dir, ec);
+    std::filesystem::create_directories(a.state_dir, ec);
+    if (ec) return absl::InternalError("cannot empty " + a.state_dir + ": " + ec.message());
+  }
+  // The log file is appended to: the first run's lines stay before the second's.
+  return StartAggregator(a);
 }
 
 absl::Status Cluster::StartAgent(Node& n) {
@@ -224,8 +313,13 @@ absl::Status Cluster::StartAgent(Node& n) {
       "--nvml-library=" + o_.nvml_library,
       "--link-events=false",
       "--collectives-socket=" + n.socket,
-      absl::StrCat("--aggregator=127.0.0.1:", grpc_port_),
   };
+  if (Sharded()) {
+    argv.push_back("--shard-map=" + shard_map_);
+    argv.push_back("--topology=" + topology_);
+  } else {
+    argv.push_back(absl::StrCat("--aggregator=127.0.0.1:", grpc_port()));
+  }
   std::vector<std::string> env = {"RINGSIDE_FAKE_NVML_CONFIG=" + n.nvml_config};
   // The fake NVML re-reads its config on every call unless told not to; only nodes whose NVLinks
   // change during the scenario pay for that.
@@ -325,7 +419,7 @@ Cluster::CpuUse Cluster::Cpu() const {
   getrusage(RUSAGE_SELF, &ru);
   u.sim = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
           ru.ru_stime.tv_usec / 1e6 - sim_cpu_at_start_;
-  u.aggregator = CpuSecondsOf(aggregator_.pid());
+  for (const Aggregator& a : aggregators_) u.aggregator += CpuSecondsOf(a.proc.pid());
   for (const auto& n : nodes_) {
     u.agents += CpuSecondsOf(n->agent.pid());
     for (pid_t j : n->jobs) u.jobs += CpuSecondsOf(j);
@@ -352,7 +446,7 @@ void Cluster::Stop() {
   }
   for (auto& n : nodes_) n->agent.Signal(SIGTERM);
   for (auto& n : nodes_) n->agent.Stop(absl::Seconds(5));
-  aggregator_.Stop(absl::Seconds(10));
+  for (Aggregator& a : aggregators_) a.proc.Stop(absl::Seconds(10));
 }
 
 }  // namespace ringside::sim

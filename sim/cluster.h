@@ -31,6 +31,12 @@ struct ClusterOptions {
   std::string work_dir;        // where trees, sockets, logs and the state dir go (must exist)
   // How often Step() is expected to be called; the animators write counters at this pace.
   absl::Duration step = absl::Milliseconds(250);
+  // Aggregators: `shards` × `replicas` (issue #14). With more than one of either, every
+  // aggregator gets --shard-map (a file "shard-<k> 127.0.0.1:<port> ..." in the work dir) and
+  // --shard, and --peers naming the other replicas of its shard; the agents get --shard-map and
+  // --topology and route by them. One of each: the single aggregator of every scenario.
+  int shards = 1;
+  int replicas = 1;
 };
 
 // The phase of a run's clock against the agents' sampling, in [0, 1) of an interval: time 0 comes
@@ -50,9 +56,20 @@ class Cluster {
 
   int64_t t0_ns() const { return t0_ns_; }
   absl::Time t0() const { return absl::FromUnixNanos(t0_ns_); }
-  int grpc_port() const { return grpc_port_; }
-  int http_port() const { return http_port_; }
-  const std::string& state_dir() const { return state_dir_; }
+  // Shard 0's first replica (the only aggregator of a plain scenario).
+  int grpc_port() const { return aggregators_[0].grpc_port; }
+  int http_port() const { return aggregators_[0].http_port; }
+  const std::string& state_dir() const { return aggregators_[0].state_dir; }
+  // Every aggregator, shard by shard.
+  int grpc_port(int shard, int replica) const { return Agg(shard, replica).grpc_port; }
+  int http_port(int shard, int replica) const { return Agg(shard, replica).http_port; }
+  std::string aggregator_log(int shard, int replica) const { return Agg(shard, replica).proc.Log(); }
+  const std::string& shard_map_file() const { return shard_map_; }
+  const std::string& topology_file() const { return topology_; }
+  // Kills one aggregator (SIGKILL) / starts it again on the same ports, with its state dir
+  // emptied first when `wipe_state` (a replaced replica).
+  void KillAggregator(int shard, int replica);
+  absl::Status RestartAggregator(int shard, int replica, bool wipe_state);
   std::vector<int> metrics_ports() const;
   // Agents that exited on their own (not by a crash fault).
   std::vector<std::string> DeadAgents();
@@ -65,17 +82,26 @@ class Cluster {
 
  private:
   struct Node;
+  struct Aggregator {
+    int shard = 0, replica = 0;
+    std::string state_dir, log;
+    int grpc_port = 0, http_port = 0;
+    ChildProcess proc;
+  };
   Cluster(const Scenario& s, ClusterOptions o);
-  absl::Status StartAggregator();
+  const Aggregator& Agg(int shard, int replica) const {
+    return aggregators_[static_cast<size_t>(shard * o_.replicas + replica)];
+  }
+  bool Sharded() const { return o_.shards > 1 || o_.replicas > 1; }
+  absl::Status StartAggregator(Aggregator& a);
   absl::Status BuildNode(int i);
   absl::Status StartAgent(Node& n);
   absl::Status StartJob(Node& n);
 
   const Scenario& s_;
   ClusterOptions o_;
-  std::string state_dir_, topology_;
-  ChildProcess aggregator_;
-  int grpc_port_ = 0, http_port_ = 0;
+  std::string topology_, shard_map_;
+  std::vector<Aggregator> aggregators_;
   std::vector<std::unique_ptr<Node>> nodes_;
   int64_t t0_ns_ = 0;
   std::vector<bool> announced_, ended_;
