@@ -1,10 +1,17 @@
 #include "daemon/common/http_server.h"
 
 #include <CivetServer.h>
+#include <arpa/inet.h>
 #include <civetweb.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <exception>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -75,6 +82,47 @@ class HttpServer::Adapter final : public CivetHandler {
   Handler handler_;
 };
 
+namespace {
+
+// The host a client reaches the listening socket at: the loopback address for "every interface".
+std::string WakeHost(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
+    host = host.substr(1, host.size() - 2);
+    return host.empty() || host == "::" ? "::1" : host;
+  }
+  if (host.empty() || host == "0.0.0.0" || host == "localhost") return "127.0.0.1";
+  return host;
+}
+
+// Opens (and drops) a connection to host:port without waiting for it to complete.
+void Poke(const std::string& host, int port) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = AF_INET;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v4);
+  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    family = AF_INET6;
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v6);
+  } else {
+    return;  // a name: civetweb stops on its own, within its 2 s poll
+  }
+  const int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  connect(fd, reinterpret_cast<sockaddr*>(&addr), len);  // EINPROGRESS: the SYN is out
+  usleep(5000);
+  close(fd);
+}
+
+}  // namespace
+
 std::string CivetListenAddress(const std::string& listen) {
   if (absl::StartsWith(listen, ":")) return listen.substr(1);
   return listen;
@@ -96,11 +144,25 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   }
   std::vector<int> ports = s->server_->getListeningPorts();
   s->port_ = ports.empty() ? 0 : ports.front();
+  s->wake_host_ = WakeHost(listen);
   return s;
 }
 
 HttpServer::~HttpServer() {
-  if (server_) server_->close();
+  if (!server_) return;
+  // civetweb's master thread polls its listening sockets 2 s at a time and looks at the stop flag
+  // only between polls, so close() alone took up to 2 s on every stop. A connection to the port,
+  // made once the flag is set, ends the poll: poke it until close() returns (bounded).
+  std::atomic<bool> closed{false};
+  std::thread waker([this, &closed] {
+    for (int i = 0; i < 200 && !closed.load(); ++i) {
+      usleep(10000);
+      if (port_ > 0) Poke(wake_host_, port_);
+    }
+  });
+  server_->close();
+  closed = true;
+  waker.join();
   server_.reset();
 }
 

@@ -48,6 +48,7 @@ class HttpServer {
   std::unique_ptr<CivetServer> server_;
   std::vector<std::unique_ptr<Adapter>> adapters_;
   int port_ = 0;
+  std::string wake_host_;  // a numeric address of the listening socket, to wake it at close
 };
 
 // ":9473" → "9473"; "127.0.0.1:0" stays; "[::1]:9473" → "[::1]:9473" (civetweb's syntax).
