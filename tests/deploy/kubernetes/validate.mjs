@@ -31,8 +31,8 @@
 // render to the same objects with it.
 //
 // Exit status 0 when everything passes, 1 with every failure listed otherwise.
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -842,6 +842,119 @@ function checkFlagfilesWithPrograms(rendered) {
   }
 }
 
+// Sharding, run by the programs themselves: each aggregator pod of a target whose agents route by
+// --shard_map starts with its rendered flag file and arguments ($(SHARD) expanded) and must log
+// that it is shard k of N; the agent, named after the first node of the topology, must log the
+// shard it is placed in by that node's leaf switch. The ConfigMap volumes are written to a temporary
+// folder and the paths rewritten; what needs a cluster (listen addresses, TLS files, the state
+// volume) is overridden after them. The agent then exits (no CA file), the aggregator is stopped.
+
+// The last lines of a program's log, without the refusals to dial the cluster's names in plaintext.
+const logTail = (out) => out.trim().split("\n").filter((l) => !l.includes("refusing plaintext")).slice(-2).join(" | ");
+
+// Runs `bin` until a line matches `pattern` (then SIGTERM), it exits, or `ms` pass.
+function runUntil(bin, argv, pattern, ms) {
+  return new Promise((resolve) => {
+    const p = spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let matched = null;
+    const timer = setTimeout(() => p.kill("SIGKILL"), ms);
+    const onData = (d) => {
+      out += d;
+      if (!matched && (matched = out.match(pattern))) p.kill("SIGTERM");
+    };
+    p.stdout.on("data", onData);
+    p.stderr.on("data", onData);
+    p.on("error", (e) => { out += String(e); });
+    p.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ matched, out, code, signal });
+    });
+  });
+}
+
+// Writes the ConfigMap volumes `container` mounts under `dir` (items honoured) and returns a
+// function that rewrites their mount paths in a string; the files' own texts are rewritten too.
+function materializeConfigMaps(container, spec, objs, dir) {
+  const mounts = [];
+  for (const m of container.volumeMounts ?? []) {
+    const v = (spec.volumes ?? []).find((x) => x.name === m.name);
+    const cm = v?.configMap && objs.find((o) => o.kind === "ConfigMap" && o.metadata.name === v.configMap.name);
+    if (cm) mounts.push([m.mountPath.replace(/\/$/, ""), join(dir, m.name), cm, v.configMap.items]);
+  }
+  const rewrite = (str) => mounts.reduce((acc, [from, to]) => acc.replaceAll(from + "/", to + "/"), str);
+  for (const [, to, cm, items] of mounts) {
+    mkdirSync(to, { recursive: true });
+    for (const [key, path] of items ? items.map((i) => [i.key, i.path]) : Object.keys(cm.data ?? {}).map((k) => [k, k]))
+      if (cm.data?.[key] !== undefined) writeFileSync(join(to, path), rewrite(cm.data[key]));
+  }
+  return rewrite;
+}
+
+async function checkShardingWithPrograms(rendered) {
+  for (const [where, objs] of Object.entries(rendered)) {
+    const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
+    const agent = ds?.spec.template.spec.containers.find((c) => c.name === "agent");
+    const agentMap = flagValues(agentFlagLines(objs) ?? [], "shard_map")[0];
+    if (!agent || agentMap === undefined) continue;
+    const sets = AGGREGATOR_SETS.map((r) => objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === `ringside-aggregator-${r}`));
+    if (sets.some((x) => !x)) continue;
+    const shards = sets[0].spec.replicas ?? 1;
+    const dir = mkdtempSync(join(tmpdir(), "ringside-shards-"));
+    try {
+      if (args["aggregator-bin"]) {
+        const runs = [];
+        for (const sts of sets)
+          for (let k = 0; k < shards; k++) {
+            const podDir = join(dir, `${sts.metadata.name}-${k}`);
+            const spec = sts.spec.template.spec;
+            const c = spec.containers.find((x) => x.name === "aggregator");
+            const rewrite = materializeConfigMaps(c, spec, objs, podDir);
+            mkdirSync(join(podDir, "state"));
+            const argv = [
+              ...podArgs(sts, k).map(rewrite),
+              "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0", `--state_dir=${join(podDir, "state")}`,
+              "--tls_cert=", "--tls_key=", "--tls_ca=", "--peer_timeout=1s",
+            ];
+            const want = new RegExp(`shard shard-${k} of ${shards}: watching the incidents of the other ${shards - 1}\\b`);
+            runs.push(runUntil(args["aggregator-bin"], argv, want, 60_000).then((r) => [sts.metadata.name, k, r]));
+          }
+        for (const [name, k, r] of await Promise.all(runs)) {
+          if (r.matched) console.log(`  ${where}: ringside-aggregator pod ${name}-${k} starts as ${r.matched[0].split(":")[0]}`);
+          else fail(`${where} StatefulSet/${name}`, `pod ${k}: ringside-aggregator did not start as shard-${k} of ${shards} (exit ${r.code ?? r.signal}): ${logTail(r.out)}`);
+        }
+      }
+      if (args["agent-bin"]) {
+        const spec = ds.spec.template.spec;
+        const rewrite = materializeConfigMaps(agent, spec, objs, join(dir, "agent"));
+        // The first node the topology names, when it is "node switch" lines.
+        const topoPath = flagValues(agentFlagLines(objs) ?? [], "topology")[0];
+        const topo = topoPath && mountedFile(agent, spec, objs, topoPath, `${where} DaemonSet/ringside-agent`, "--topology");
+        const first = (topo ?? "").split("\n").map((l) => l.replace(/#.*/, "").trim().split(/\s+/)).find((f) => f.length === 2 && f[0]);
+        const node = first ? first[0] : "probe-node";
+        const argv = [
+          ...(agent.args ?? []).map((a) => rewrite(a.replaceAll("$(NODE_NAME)", node))),
+          "--listen=127.0.0.1:0", `--collectives_socket=${join(dir, "collectives.sock")}`, "--link_events=false", "--nvml_library=",
+        ];
+        const placed = first ? `leaf:${first[1]}` : `node:${node}`;
+        const m = parseStatefulSetSpec(agentMap);
+        const r = await runUntil(args["agent-bin"], argv, /shard shard-(\d+) of (\d+) \(placed by ([^)]*)\): counters to (\S+)/, 60_000);
+        const id = `${where} DaemonSet/ringside-agent`;
+        if (!r.matched) fail(id, `ringside-agent --node-name=${node} logged no shard (exit ${r.code ?? r.signal}): ${logTail(r.out)}`);
+        else {
+          const [, k, n, by, to] = r.matched;
+          const want = m ? m.templates.map((t) => t.replaceAll("{shard}", k)).join(",") : "?";
+          if (Number(n) !== shards || by !== placed || to !== want)
+            fail(id, `ringside-agent --node-name=${node}: "${r.matched[0]}", expected shard-<k> of ${shards}, placed by ${placed}, counters to that shard's replicas`);
+          else console.log(`  ${where}: ringside-agent --node-name=${node} is placed in shard-${k} of ${n} by ${by}, counters to ${to}`);
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Self-test: broken objects must be rejected
 
@@ -1037,6 +1150,7 @@ async function main() {
     }
   }
   checkFlagfilesWithPrograms(rendered);
+  await checkShardingWithPrograms(rendered);
   if (rendered.base) await selfTest(rendered.base, rendered["overlays/prometheus-operator"], rendered["examples/shards"], rendered["examples/all-components"]);
   if (args["compat-kubectl"] && rendered.base) {
     // kustomize v2 hashes generated ConfigMap names differently: compare without the suffix.
