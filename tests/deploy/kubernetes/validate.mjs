@@ -17,16 +17,25 @@
 //    Replicas: two aggregator StatefulSets ringside-aggregator-a and -b that differ only in a <-> b,
 //    with the same shard count, required anti-affinity on the node against each other's pods,
 //    --peers naming the other replica of the same shard and nothing else (per pod, $(VAR)
-//    expanded), their own headless Services; the agents' --aggregator listing both replicas of
-//    every shard it lists; one PodDisruptionBudget over both sets; the CLI Service and the
-//    NetworkPolicy covering both; the ServiceMonitor giving each pod a `replica` target label from
-//    its name, job="ringside-aggregator", and labels that differ within a pair by `replica` alone.
+//    expanded), their own headless Services; one PodDisruptionBudget over both sets; the CLI
+//    Service and the NetworkPolicy covering both; the ServiceMonitor giving each pod a `replica`
+//    target label from its name, job="ringside-aggregator", and labels that differ within a pair
+//    by `replica` alone; the aggregator certificate naming every pod.
+//    Routing: the agent has exactly one of --aggregator (both replicas of shard 0, one shard only)
+//    and --shard_map (statefulset:COUNT:TEMPLATES with COUNT = the sets' replicas and the
+//    templates = pod {shard} of each set through its headless Service, port 9472; --topology in a
+//    mounted ConfigMap, not empty, the aggregators' file if they have one); an aggregator with
+//    --shard_map has the agents' exactly and --shard = its pod index (per pod, $(SHARD) expanded
+//    from the pod-index label); examples/shards' agent.flags is the base's beyond routing.
 // 4. components/prometheus-operator/prometheusrule.yaml is what gen-prometheusrule.sh makes of
 //    deploy/prometheus/rules/ringside.rules.yml, and has the same groups; no rule sets a label
 //    named replica, and every rule on the aggregator's series aggregates `replica` away.
 // 5. Self-test: deliberately broken objects must be rejected by checks 2 and 3.
 // 6. With --agent-bin/--aggregator-bin (the built programs), each rendered flag file is read by
-//    the program itself: an unknown or misspelled flag there would crash-loop the pods.
+//    the program itself: an unknown or misspelled flag there would crash-loop the pods. Where the
+//    agents route by --shard_map, every aggregator pod starts (on 127.0.0.1, for a moment) with
+//    its flag file, arguments and topology and must say it is shard k of N, and the agent, named
+//    after the topology's first node, must say which shard that node's leaf places it in.
 // With --compat-kubectl (a kubectl whose kustomize is v2, e.g. Debian 12's 1.20), the base must
 // render to the same objects with it.
 //
