@@ -563,7 +563,7 @@ function checkShardsExampleFlags(base, example, where) {
 }
 
 // One shard x two replicas (or N shards x two): the replica sets, their anti-affinity, --peers,
-// the agents' --aggregator, the Services, the PodDisruptionBudget and the NetworkPolicy.
+// where the agents send (checkRouting), the Services, the PodDisruptionBudget and the NetworkPolicy.
 function checkReplicas(objs, where) {
   const ns = NAMESPACE;
   const sets = AGGREGATOR_SETS.map((r) => objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === `ringside-aggregator-${r}`));
