@@ -4,7 +4,9 @@
 # tests/deploy/kubernetes/package-lock.json and installed with `npm ci` into the build tree), with
 # no unknown field; the security policy holds; the aggregator runs as two replica sets kept apart
 # by anti-affinity, each replica's --peers names the other replica of its shard only, the agents
-# list both, and Prometheus tells them apart by a `replica` target label that every rule on the
+# list both or (examples/shards) route by a --shard_map matching the StatefulSets with a mounted
+# --topology, every aggregator pod has the agents' map and --shard = its pod index (started for a
+# moment from the built program, as is the agent), and Prometheus tells them apart by a `replica` target label that every rule on the
 # aggregator's series aggregates away; the PrometheusRule matches
 # deploy/prometheus/rules/ringside.rules.yml; the built ringside-agent and ringside-aggregator
 # accept the rendered flag files (checked by name only when they are not built yet); and

@@ -17,22 +17,31 @@
 //    Replicas: two aggregator StatefulSets ringside-aggregator-a and -b that differ only in a <-> b,
 //    with the same shard count, required anti-affinity on the node against each other's pods,
 //    --peers naming the other replica of the same shard and nothing else (per pod, $(VAR)
-//    expanded), their own headless Services; the agents' --aggregator listing both replicas of
-//    every shard it lists; one PodDisruptionBudget over both sets; the CLI Service and the
-//    NetworkPolicy covering both; the ServiceMonitor giving each pod a `replica` target label from
-//    its name, job="ringside-aggregator", and labels that differ within a pair by `replica` alone.
+//    expanded), their own headless Services; one PodDisruptionBudget over both sets; the CLI
+//    Service and the NetworkPolicy covering both; the ServiceMonitor giving each pod a `replica`
+//    target label from its name, job="ringside-aggregator", and labels that differ within a pair
+//    by `replica` alone; the aggregator certificate naming every pod.
+//    Routing: the agent has exactly one of --aggregator (both replicas of shard 0, one shard only)
+//    and --shard_map (statefulset:COUNT:TEMPLATES with COUNT = the sets' replicas and the
+//    templates = pod {shard} of each set through its headless Service, port 9472; --topology in a
+//    mounted ConfigMap, not empty, the aggregators' file if they have one); an aggregator with
+//    --shard_map has the agents' exactly and --shard = its pod index (per pod, $(SHARD) expanded
+//    from the pod-index label); examples/shards' agent.flags is the base's beyond routing.
 // 4. components/prometheus-operator/prometheusrule.yaml is what gen-prometheusrule.sh makes of
 //    deploy/prometheus/rules/ringside.rules.yml, and has the same groups; no rule sets a label
 //    named replica, and every rule on the aggregator's series aggregates `replica` away.
 // 5. Self-test: deliberately broken objects must be rejected by checks 2 and 3.
 // 6. With --agent-bin/--aggregator-bin (the built programs), each rendered flag file is read by
-//    the program itself: an unknown or misspelled flag there would crash-loop the pods.
+//    the program itself: an unknown or misspelled flag there would crash-loop the pods. Where the
+//    agents route by --shard_map, every aggregator pod starts (on 127.0.0.1, for a moment) with
+//    its flag file, arguments and topology and must say it is shard k of N, and the agent, named
+//    after the topology's first node, must say which shard that node's leaf places it in.
 // With --compat-kubectl (a kubectl whose kustomize is v2, e.g. Debian 12's 1.20), the base must
 // render to the same objects with it.
 //
 // Exit status 0 when everything passes, 1 with every failure listed otherwise.
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -64,6 +73,8 @@ const CAPS_ALLOWED_IN = ["overlays/optics"];
 // The aggregator's replica sets: StatefulSets ringside-aggregator-<r>, pod k of each = shard k.
 const AGGREGATOR_SETS = ["a", "b"];
 const AGGREGATOR_GRPC = 9472;
+// The statefulset: shard map's templates (docs/scale.md): pod {shard} of each set.
+const SHARD_TEMPLATES = AGGREGATOR_SETS.map((r) => `ringside-aggregator-${r}-{shard}.ringside-aggregator-${r}.${NAMESPACE}.svc:${AGGREGATOR_GRPC}`).join(",");
 
 let failures = [];
 const fail = (where, msg) => failures.push(`${where}: ${msg}`);
@@ -271,10 +282,9 @@ function checkAgent(ds, where, objs) {
   if (g !== String(psc.runAsGroup)) fail(id, `prepare-run-dir gives /run/ringside group ${g}, the pod runs as group ${psc.runAsGroup}`);
   const copy = (spec.initContainers ?? []).find((c) => c.name === "copy-nccl-plugin");
   if (!copy?.command?.includes("/usr/lib/ringside/libringside_nccl.so")) fail(id, "no init container copies /usr/lib/ringside/libringside_nccl.so");
-  // The flag file the agent reads exists, and names the aggregator in this namespace.
-  // (Which replicas --aggregator lists: checkReplicas.)
+  // The flag file the agent reads exists. (Where it sends, --aggregator or --shard_map and
+  // --topology: checkRouting.)
   checkFlagfile(agent, spec, objs, id, "agent.flags", (flags) => {
-    if (!flags.some((f) => f.startsWith("--aggregator="))) fail(id, "agent.flags lacks --aggregator");
     if (!flags.includes("--sysfs_root=/host/sys")) fail(id, "agent.flags lacks --sysfs_root=/host/sys (where /sys is mounted)");
   });
 }
@@ -361,21 +371,80 @@ function selects(sel, labels) {
   return Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length > 0;
 }
 
-// The --peers of pod `ordinal` of StatefulSet `sts`, with $(VAR) expanded the way the kubelet
-// does from the container's env (the downward API's pod name and pod-index label).
-function peersOf(sts, ordinal) {
+// The arguments of the aggregator container of pod `ordinal` of StatefulSet `sts`, with $(VAR)
+// expanded the way the kubelet does from the container's env (the downward API's pod name and
+// pod-index label; a label the pod lacks is an empty value). Flag files are not expanded.
+function podArgs(sts, ordinal) {
   const c = sts.spec.template.spec.containers.find((x) => x.name === "aggregator");
   const podName = `${sts.metadata.name}-${ordinal}`;
+  const labels = { ...(sts.spec.template.metadata?.labels ?? {}), "apps.kubernetes.io/pod-index": String(ordinal), "statefulset.kubernetes.io/pod-name": podName };
+  const expand = (s, env) => s.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v) => env[v] ?? m);
   const env = {};
   for (const e of c?.env ?? []) {
     const f = e.valueFrom?.fieldRef?.fieldPath;
-    if (e.value !== undefined) env[e.name] = e.value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v) => env[v] ?? m);
+    const label = /^metadata\.labels\['([^']+)'\]$/.exec(f ?? "");
+    if (e.value !== undefined) env[e.name] = expand(e.value, env);
     else if (f === "metadata.name") env[e.name] = podName;
-    else if (f === "metadata.labels['apps.kubernetes.io/pod-index']") env[e.name] = String(ordinal);
+    else if (label) env[e.name] = labels[label[1]] ?? "";
   }
-  const peers = (c?.args ?? []).filter((a) => a.startsWith("--peers="));
+  return (c?.args ?? []).map((a) => expand(a, env));
+}
+
+// The --peers of pod `ordinal` of StatefulSet `sts` ($(VAR) expanded), or null without exactly one.
+function peersOf(sts, ordinal) {
+  const peers = podArgs(sts, ordinal).filter((a) => a.startsWith("--peers="));
   if (peers.length !== 1) return null;
-  return peers[0].slice("--peers=".length).replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v) => env[v] ?? m).split(",").filter(Boolean);
+  return peers[0].slice("--peers=".length).split(",").filter(Boolean);
+}
+
+// The values of --`name`=... among flag lines (a flag file's, then the arguments after it).
+const flagValues = (lines, name) => lines.filter((l) => l.startsWith(`--${name}=`)).map((l) => l.slice(name.length + 3));
+
+// statefulset:COUNT:TEMPLATE[,TEMPLATE...] (analysis::ShardMap::FromSpec), or null.
+function parseStatefulSetSpec(spec) {
+  const m = /^statefulset:(\d+):(.*)$/.exec(spec);
+  return m ? { count: Number(m[1]), templates: m[2].split(",").filter(Boolean) } : null;
+}
+
+// A --shard_map value against the two StatefulSets: COUNT = their replicas, and the replicas of
+// shard k = pod k of each set through its headless Service, port 9472.
+function checkShardMapSpec(spec, id, shards, addr) {
+  const m = parseStatefulSetSpec(spec);
+  if (!m) return fail(id, `--shard_map=${spec} is not statefulset:COUNT:TEMPLATE,TEMPLATE (here the shards are the StatefulSets' pods)`);
+  if (m.count !== shards) fail(id, `--shard_map names ${m.count} shards, the StatefulSets have ${shards} replicas (COUNT is the shard count: the same everywhere)`);
+  for (const t of m.templates) if (!t.includes("{shard}")) fail(id, `--shard_map template ${t} has no {shard}`);
+  for (let k = 0; k < m.count; k++) {
+    const got = m.templates.map((t) => t.replaceAll("{shard}", String(k))).sort();
+    const want = AGGREGATOR_SETS.map((r) => addr(r, k)).sort();
+    if (!isDeepStrictEqual(got, want)) {
+      fail(id, `--shard_map gives shard ${k} the replicas ${got.join(",")}, expected ${want.join(",")} (pod ${k} of each StatefulSet through its headless Service, port ${AGGREGATOR_GRPC})`);
+      break;
+    }
+  }
+}
+
+// The text of the file at `path` in `container` when it comes from a ConfigMap volume the pod
+// mounts (items honoured), else a failure and null.
+function mountedFile(container, spec, objs, path, id, what) {
+  const mount = (container.volumeMounts ?? []).find((m) => path.startsWith(m.mountPath.replace(/\/$/, "") + "/"));
+  const vol = mount && (spec.volumes ?? []).find((v) => v.name === mount.name);
+  if (!vol?.configMap) return fail(id, `${what} ${path} is not in a mounted ConfigMap volume`), null;
+  const rel = path.slice(mount.mountPath.replace(/\/$/, "").length + 1);
+  const key = vol.configMap.items ? vol.configMap.items.find((i) => i.path === rel)?.key : rel;
+  const cm = objs.find((o) => o.kind === "ConfigMap" && o.metadata.name === vol.configMap.name);
+  const text = key === undefined ? undefined : cm?.data?.[key];
+  if (text === undefined) return fail(id, `${what} ${path}: ConfigMap ${vol.configMap.name} (volume ${vol.name}) has no such key`), null;
+  return text;
+}
+
+// A topology file (--topology) must have content: analysis::Topology::Parse rejects a file of
+// comments and blank lines ("topology: empty"), and the program exits.
+function checkTopologyFile(container, spec, objs, path, id) {
+  const text = mountedFile(container, spec, objs, path, id, "--topology");
+  if (text === null) return null;
+  if (!text.split("\n").some((l) => l.trim() && !l.trim().startsWith("#")))
+    fail(id, `--topology ${path} has nothing but comments: an empty topology is an error, the program would exit`);
+  return text;
 }
 
 // Canonical a <-> b swap of a replica set's object, for "the two sets differ only in their name".
@@ -384,8 +453,117 @@ function swapReplicas(o) {
     .replace(/"ringside\/replica":"([ab])"/g, (m, r) => `"ringside/replica":"${r === "a" ? "b" : "a"}"`));
 }
 
+// Where the agents send (--aggregator: both replicas of shard 0, one shard only; or --shard_map
+// over the StatefulSets' pods, with --topology from a mounted ConfigMap), and what the aggregators
+// are told of the shards (--shard_map, the agents' exactly, and --shard = their pod index).
+function checkRouting(objs, where, sets, shards, addr) {
+  const ns = NAMESPACE;
+  const id = `${where} DaemonSet/ringside-agent`;
+  const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
+  const spec = ds?.spec.template.spec;
+  const agent = spec?.containers.find((c) => c.name === "agent");
+  if (!agent) return;
+  const lines = [...(flagfileLines(agent, spec, objs) ?? []), ...(agent.args ?? []).filter((a) => !a.startsWith("--flagfile="))];
+  const aggFlag = flagValues(lines, "aggregator");
+  const mapFlag = flagValues(lines, "shard_map");
+  const topo = flagValues(lines, "topology");
+  if (aggFlag.length + mapFlag.length !== 1)
+    fail(id, `the agent needs exactly one of --aggregator and --shard_map (it has ${aggFlag.length} --aggregator and ${mapFlag.length} --shard_map; with both it exits)`);
+  if (aggFlag.length === 1 && mapFlag.length === 0) {
+    // Both replicas of every shard it lists, and nothing else.
+    const listed = aggFlag[0].split(",");
+    const known = new Map();
+    for (let k = 0; k < shards; k++) for (const r of AGGREGATOR_SETS) known.set(addr(r, k), k);
+    const listedShards = new Set();
+    for (const a of listed) {
+      if (!known.has(a)) fail(id, `--aggregator lists ${a}, which is no aggregator pod (ringside-aggregator-{a,b}-<shard>.ringside-aggregator-{a,b}.${ns}.svc:${AGGREGATOR_GRPC})`);
+      else listedShards.add(known.get(a));
+    }
+    if (!listedShards.has(0)) fail(id, "--aggregator does not list shard 0");
+    for (const k of listedShards)
+      for (const r of AGGREGATOR_SETS) if (!listed.includes(addr(r, k))) fail(id, `--aggregator lists shard ${k} but not its replica ${addr(r, k)}`);
+    if (new Set(listed).size !== listed.length) fail(id, "--aggregator lists a replica twice");
+    // --aggregator is one shard: every listed replica gets everything.
+    if (shards > 1) fail(id, `--aggregator with ${shards} shards: the agents send everything to what it lists, the other shards get nothing (route by --shard_map)`);
+    if (topo.length) fail(id, "--topology without --shard_map: the agent reads it only to place nodes in shards");
+  }
+  const agentMap = mapFlag.length === 1 && aggFlag.length === 0 ? mapFlag[0] : null;
+  let agentTopology = null;
+  if (agentMap !== null) {
+    checkShardMapSpec(agentMap, id, shards, addr);
+    if (topo.length !== 1) fail(id, "routes by --shard_map without one --topology: nodes are placed by name, so the nodes of one leaf switch land on different shards (give it the aggregators' topology file)");
+    else agentTopology = checkTopologyFile(agent, spec, objs, topo[0], id);
+  }
+  // The aggregators: per pod, the flag file's lines then the arguments ($(VAR) expanded).
+  const setMaps = [];
+  for (const sts of sets) {
+    const sid = `${where} StatefulSet/${sts.metadata.name}`;
+    const c = sts.spec.template.spec.containers.find((x) => x.name === "aggregator");
+    const fileLines = flagfileLines(c, sts.spec.template.spec, objs) ?? [];
+    setMaps.push(JSON.stringify((c?.args ?? []).filter((a) => a.startsWith("--shard_map="))));
+    for (let k = 0; k < shards; k++) {
+      const before = failures.length;
+      const flags = [...fileLines, ...podArgs(sts, k).filter((a) => !a.startsWith("--flagfile="))];
+      const maps = flagValues(flags, "shard_map");
+      const shard = flagValues(flags, "shard");
+      const map = maps.at(-1);
+      if (map === undefined) {
+        if (shard.length) fail(sid, `pod ${k}: --shard without --shard_map (they go together: the aggregator exits)`);
+        if (agentMap !== null && shards > 1)
+          fail(sid, `pod ${k}: no --shard_map, though the agents route by one over ${shards} shards: give every aggregator the agents' map and --shard=$(SHARD), or it never sees the other shards' incidents (cross-shard cause attribution)`);
+      } else {
+        if (k === 0) checkShardMapSpec(map, sid, shards, addr);
+        if (agentMap === null) fail(sid, `pod ${k}: --shard_map=${map}, but the agents do not route by a shard map (give them the same one)`);
+        else if (map !== agentMap) fail(sid, `pod ${k}: --shard_map=${map} differs from the agents' --shard_map=${agentMap} (one map everywhere, or the shards' indexes disagree)`);
+        if (shard.length !== 1) fail(sid, `pod ${k}: --shard_map without exactly one --shard (it has ${shard.length}; they go together: the aggregator exits)`);
+        else if (shard[0] !== String(k) && shard[0] !== `shard-${k}`)
+          fail(sid, `pod ${k}: --shard=${shard[0]}, expected ${k}, its pod index (--shard=$(SHARD) with SHARD from the downward API's metadata.labels['apps.kubernetes.io/pod-index'])`);
+      }
+      // The aggregators' --topology (if any) has content and is the agents' file.
+      const aggTopo = flagValues(flags, "topology").at(-1);
+      if (k === 0 && aggTopo !== undefined) {
+        const text = checkTopologyFile(c, sts.spec.template.spec, objs, aggTopo, sid);
+        if (text !== null && agentTopology !== null && text !== agentTopology)
+          fail(sid, `--topology ${aggTopo} is not the agents' topology file: nodes would be placed by one map and judged by another`);
+      }
+      if (failures.length > before) break; // one pod's failures say it
+    }
+  }
+  if (setMaps[0] !== setMaps[1]) fail(where, "ringside-aggregator-a and -b have different --shard_map arguments");
+}
+
+// The aggregator's server certificate (cert-manager) names every pod the agents, the peers and
+// the other shards dial: ringside-aggregator-<a|b>-<k>.ringside-aggregator-<a|b>.<ns>.svc.
+function checkAggregatorCertificate(objs, where) {
+  const cert = objs.find((o) => o.kind === "Certificate" && o.spec?.secretName === "ringside-aggregator-tls");
+  if (!cert) return;
+  const shards = objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === "ringside-aggregator-a")?.spec.replicas ?? 1;
+  for (let k = 0; k < shards; k++)
+    for (const r of AGGREGATOR_SETS) {
+      const host = `ringside-aggregator-${r}-${k}.ringside-aggregator-${r}.${NAMESPACE}.svc`;
+      if (!(cert.spec.dnsNames ?? []).includes(host)) fail(`${where} Certificate/${cert.metadata.name}`, `dnsNames lack ${host} (shard ${k}, replica ${r}): TLS to that pod fails`);
+    }
+}
+
+// The agent's flag lines (flag file, then arguments) in `objs`, or null.
+function agentFlagLines(objs) {
+  const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
+  const agent = ds?.spec.template.spec.containers.find((c) => c.name === "agent");
+  return agent ? flagfileLines(agent, ds.spec.template.spec, objs) : null;
+}
+
+// examples/shards replaces the base's agent.flags: beyond the routing flags it must stay the same.
+function checkShardsExampleFlags(base, example, where) {
+  const routing = /^--(aggregator|shard_map|topology)=/;
+  const rest = (objs) => (agentFlagLines(objs) ?? []).filter((l) => !routing.test(l));
+  const b = rest(base);
+  const e = rest(example);
+  if (!isDeepStrictEqual(b, e))
+    fail(`${where} ConfigMap/ringside-agent`, `agent.flags differs from the base's beyond --aggregator -> --shard_map and --topology (edit both alike): only in the base ${b.filter((l) => !e.includes(l)).join(" ") || "-"}; only here ${e.filter((l) => !b.includes(l)).join(" ") || "-"}`);
+}
+
 // One shard x two replicas (or N shards x two): the replica sets, their anti-affinity, --peers,
-// the agents' --aggregator, the Services, the PodDisruptionBudget and the NetworkPolicy.
+// where the agents send (checkRouting), the Services, the PodDisruptionBudget and the NetworkPolicy.
 function checkReplicas(objs, where) {
   const ns = NAMESPACE;
   const sets = AGGREGATOR_SETS.map((r) => objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === `ringside-aggregator-${r}`));
@@ -424,29 +602,16 @@ function checkReplicas(objs, where) {
     if (svc && (!selects({ matchLabels: svc.spec.selector }, podLabels[i]) || selects({ matchLabels: svc.spec.selector }, podLabels[1 - i])))
       fail(id, `headless Service ${svc.metadata.name} does not select this set's pods only`);
   });
-  // The two sets differ only in a <-> b.
-  if (!isDeepStrictEqual(swapReplicas(sets[1]), sets[0]))
+  // The two sets differ only in a <-> b (--shard_map names both sets in one order, the same in
+  // both: checkRouting).
+  const mapsBlanked = (o) => {
+    const x = structuredClone(o);
+    for (const c of x.spec.template.spec.containers) if (c.args) c.args = c.args.map((a) => (a.startsWith("--shard_map=") ? "--shard_map=" : a));
+    return x;
+  };
+  if (!isDeepStrictEqual(swapReplicas(mapsBlanked(sets[1])), mapsBlanked(sets[0])))
     fail(where, "StatefulSets ringside-aggregator-a and -b differ beyond a <-> b (edit both alike)");
-  // The agents stream to both replicas of every shard they list, and to nothing else.
-  const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
-  const agent = ds?.spec.template.spec.containers.find((c) => c.name === "agent");
-  const aggFlag = (flagfileLines(agent, ds?.spec.template.spec, objs) ?? []).filter((l) => l.startsWith("--aggregator="));
-  const listed = aggFlag.length === 1 ? aggFlag[0].slice("--aggregator=".length).split(",") : [];
-  const id = `${where} DaemonSet/ringside-agent`;
-  if (aggFlag.length !== 1) fail(id, "agent.flags needs one --aggregator line");
-  else {
-    const known = new Map();
-    for (let k = 0; k < shards; k++) for (const r of AGGREGATOR_SETS) known.set(addr(r, k), k);
-    const listedShards = new Set();
-    for (const a of listed) {
-      if (!known.has(a)) fail(id, `--aggregator lists ${a}, which is no aggregator pod (ringside-aggregator-{a,b}-<shard>.ringside-aggregator-{a,b}.${ns}.svc:${AGGREGATOR_GRPC})`);
-      else listedShards.add(known.get(a));
-    }
-    if (!listedShards.has(0)) fail(id, "--aggregator does not list shard 0");
-    for (const k of listedShards)
-      for (const r of AGGREGATOR_SETS) if (!listed.includes(addr(r, k))) fail(id, `--aggregator lists shard ${k} but not its replica ${addr(r, k)}`);
-    if (new Set(listed).size !== listed.length) fail(id, "--aggregator lists a replica twice");
-  }
+  checkRouting(objs, where, sets, shards, addr);
   // The CLI's Service, the PodDisruptionBudget and the aggregator's NetworkPolicy cover both sets;
   // one budget, not one per set (a pod two budgets select cannot be evicted).
   const cli = objs.find((o) => o.kind === "Service" && o.metadata.name === "ringside-aggregator-query");
@@ -572,6 +737,7 @@ function checkTarget(where, objs) {
   }
   if (wantsCerts ? certs === 0 : certs) fail(where, `${certs} cert-manager objects`);
   if (wantsCerts) {
+    checkAggregatorCertificate(objs, where);
     const secrets = objs.filter((o) => o.kind === "Certificate").map((o) => o.spec.secretName);
     for (const s of ["ringside-agent-tls", "ringside-aggregator-tls"])
       if (!secrets.includes(s)) fail(where, `no Certificate writes Secret ${s}, which the base mounts`);
@@ -685,10 +851,123 @@ function checkFlagfilesWithPrograms(rendered) {
   }
 }
 
+// Sharding, run by the programs themselves: each aggregator pod of a target whose agents route by
+// --shard_map starts with its rendered flag file and arguments ($(SHARD) expanded) and must log
+// that it is shard k of N; the agent, named after the first node of the topology, must log the
+// shard it is placed in by that node's leaf switch. The ConfigMap volumes are written to a temporary
+// folder and the paths rewritten; what needs a cluster (listen addresses, TLS files, the state
+// volume) is overridden after them. The agent then exits (no CA file), the aggregator is stopped.
+
+// The last lines of a program's log, without the refusals to dial the cluster's names in plaintext.
+const logTail = (out) => out.trim().split("\n").filter((l) => !l.includes("refusing plaintext")).slice(-2).join(" | ");
+
+// Runs `bin` until a line matches `pattern` (then SIGTERM), it exits, or `ms` pass.
+function runUntil(bin, argv, pattern, ms) {
+  return new Promise((resolve) => {
+    const p = spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let matched = null;
+    const timer = setTimeout(() => p.kill("SIGKILL"), ms);
+    const onData = (d) => {
+      out += d;
+      if (!matched && (matched = out.match(pattern))) p.kill("SIGTERM");
+    };
+    p.stdout.on("data", onData);
+    p.stderr.on("data", onData);
+    p.on("error", (e) => { out += String(e); });
+    p.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ matched, out, code, signal });
+    });
+  });
+}
+
+// Writes the ConfigMap volumes `container` mounts under `dir` (items honoured) and returns a
+// function that rewrites their mount paths in a string; the files' own texts are rewritten too.
+function materializeConfigMaps(container, spec, objs, dir) {
+  const mounts = [];
+  for (const m of container.volumeMounts ?? []) {
+    const v = (spec.volumes ?? []).find((x) => x.name === m.name);
+    const cm = v?.configMap && objs.find((o) => o.kind === "ConfigMap" && o.metadata.name === v.configMap.name);
+    if (cm) mounts.push([m.mountPath.replace(/\/$/, ""), join(dir, m.name), cm, v.configMap.items]);
+  }
+  const rewrite = (str) => mounts.reduce((acc, [from, to]) => acc.replaceAll(from + "/", to + "/"), str);
+  for (const [, to, cm, items] of mounts) {
+    mkdirSync(to, { recursive: true });
+    for (const [key, path] of items ? items.map((i) => [i.key, i.path]) : Object.keys(cm.data ?? {}).map((k) => [k, k]))
+      if (cm.data?.[key] !== undefined) writeFileSync(join(to, path), rewrite(cm.data[key]));
+  }
+  return rewrite;
+}
+
+async function checkShardingWithPrograms(rendered) {
+  for (const [where, objs] of Object.entries(rendered)) {
+    const ds = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === "ringside-agent");
+    const agent = ds?.spec.template.spec.containers.find((c) => c.name === "agent");
+    const agentMap = flagValues(agentFlagLines(objs) ?? [], "shard_map")[0];
+    if (!agent || agentMap === undefined) continue;
+    const sets = AGGREGATOR_SETS.map((r) => objs.find((o) => o.kind === "StatefulSet" && o.metadata.name === `ringside-aggregator-${r}`));
+    if (sets.some((x) => !x)) continue;
+    const shards = sets[0].spec.replicas ?? 1;
+    const dir = mkdtempSync(join(tmpdir(), "ringside-shards-"));
+    try {
+      if (args["aggregator-bin"]) {
+        const runs = [];
+        for (const sts of sets)
+          for (let k = 0; k < shards; k++) {
+            const podDir = join(dir, `${sts.metadata.name}-${k}`);
+            const spec = sts.spec.template.spec;
+            const c = spec.containers.find((x) => x.name === "aggregator");
+            const rewrite = materializeConfigMaps(c, spec, objs, podDir);
+            mkdirSync(join(podDir, "state"));
+            const argv = [
+              ...podArgs(sts, k).map(rewrite),
+              "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0", `--state_dir=${join(podDir, "state")}`,
+              "--tls_cert=", "--tls_key=", "--tls_ca=", "--peer_timeout=1s",
+            ];
+            const want = new RegExp(`shard shard-${k} of ${shards}: watching the incidents of the other ${shards - 1}\\b`);
+            runs.push(runUntil(args["aggregator-bin"], argv, want, 60_000).then((r) => [sts.metadata.name, k, r]));
+          }
+        for (const [name, k, r] of await Promise.all(runs)) {
+          if (r.matched) console.log(`  ${where}: ringside-aggregator pod ${name}-${k} starts as ${r.matched[0].split(":")[0]}`);
+          else fail(`${where} StatefulSet/${name}`, `pod ${k}: ringside-aggregator did not start as shard-${k} of ${shards} (exit ${r.code ?? r.signal}): ${logTail(r.out)}`);
+        }
+      }
+      if (args["agent-bin"]) {
+        const spec = ds.spec.template.spec;
+        const rewrite = materializeConfigMaps(agent, spec, objs, join(dir, "agent"));
+        // The first node the topology names, when it is "node switch" lines.
+        const topoPath = flagValues(agentFlagLines(objs) ?? [], "topology")[0];
+        const topo = topoPath && mountedFile(agent, spec, objs, topoPath, `${where} DaemonSet/ringside-agent`, "--topology");
+        const first = (topo ?? "").split("\n").map((l) => l.replace(/#.*/, "").trim().split(/\s+/)).find((f) => f.length === 2 && f[0]);
+        const node = first ? first[0] : "probe-node";
+        const argv = [
+          ...(agent.args ?? []).map((a) => rewrite(a.replaceAll("$(NODE_NAME)", node))),
+          "--listen=127.0.0.1:0", `--collectives_socket=${join(dir, "collectives.sock")}`, "--link_events=false", "--nvml_library=",
+        ];
+        const placed = first ? `leaf:${first[1]}` : `node:${node}`;
+        const m = parseStatefulSetSpec(agentMap);
+        const r = await runUntil(args["agent-bin"], argv, /shard shard-(\d+) of (\d+) \(placed by ([^)]*)\): counters to (\S+)/, 60_000);
+        const id = `${where} DaemonSet/ringside-agent`;
+        if (!r.matched) fail(id, `ringside-agent --node-name=${node} logged no shard (exit ${r.code ?? r.signal}): ${logTail(r.out)}`);
+        else {
+          const [, k, n, by, to] = r.matched;
+          const want = m ? m.templates.map((t) => t.replaceAll("{shard}", k)).join(",") : "?";
+          if (Number(n) !== shards || by !== placed || to !== want)
+            fail(id, `ringside-agent --node-name=${node}: "${r.matched[0]}", expected shard-<k> of ${shards}, placed by ${placed}, counters to that shard's replicas`);
+          else console.log(`  ${where}: ringside-agent --node-name=${node} is placed in shard-${k} of ${n} by ${by}, counters to ${to}`);
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Self-test: broken objects must be rejected
 
-async function selfTest(base, monitored) {
+async function selfTest(base, monitored, sharded, withCerts) {
   const ds0 = base.find((o) => o.kind === "DaemonSet");
   const rule0 = YAML.parse(readFileSync(join(K8S, "components/prometheus-operator/prometheusrule.yaml"), "utf8"));
   const cases = [
@@ -714,6 +993,34 @@ async function selfTest(base, monitored) {
     ["an agent listing replica a only", "ConfigMap", "ringside-agent", (o) => { o.data["agent.flags"] = o.data["agent.flags"].replace(/^--aggregator=.*$/m, `--aggregator=ringside-aggregator-a-0.ringside-aggregator-a.${NAMESPACE}.svc:9472`); }, "but not its replica"],
     ["a PodDisruptionBudget per replica set", "PodDisruptionBudget", "ringside-aggregator", (o) => { o.spec.selector.matchLabels["ringside/replica"] = "a"; }, "one PodDisruptionBudget"],
     ["a replica set's pods in the other's headless Service", "Service", "ringside-aggregator-b", (o) => { delete o.spec.selector["ringside/replica"]; }, "does not select this set's pods only"],
+    ["3 shards with the agents on --aggregator", "StatefulSet", "ringside-aggregator-a", (o) => { o.spec.replicas = 3; }, "the other shards get nothing"],
+    ["--topology on an agent without --shard_map", "ConfigMap", "ringside-agent", (o) => { o.data["agent.flags"] += "--topology=/etc/ringside/agent/agent.flags\n"; }, "--topology without --shard_map"],
+    ["an aggregator with --shard_map, the agents on --aggregator", "StatefulSet", "ringside-aggregator-a", (o) => { o.spec.template.spec.containers[0].args.push(`--shard_map=statefulset:1:${SHARD_TEMPLATES}`, "--shard=0"); }, "the agents do not route by a shard map"],
+  ];
+  // The routing checks run on the whole rendered examples/shards, one object broken (same form).
+  const agentFlags = (f) => (o) => { o.data["agent.flags"] = f(o.data["agent.flags"]); };
+  const aggArgs = (f) => (o) => { const c = o.spec.template.spec.containers[0]; c.args = f(c.args); };
+  const shardCases = [
+    ["an agent with both --aggregator and --shard_map", "ConfigMap", "ringside-agent", agentFlags((t) => `${t}--aggregator=ringside-aggregator-a-0.ringside-aggregator-a.${NAMESPACE}.svc:9472,ringside-aggregator-b-0.ringside-aggregator-b.${NAMESPACE}.svc:9472\n`), "exactly one of --aggregator and --shard_map"],
+    ["an agent with neither --aggregator nor --shard_map", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace(/^--shard_map=.*\n/m, "")), "exactly one of --aggregator and --shard_map"],
+    ["a --shard_map of 2 shards over 3 pods each", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace("--shard_map=statefulset:3:", "--shard_map=statefulset:2:")), "names 2 shards, the StatefulSets have 3"],
+    ["a --shard_map template on the http port", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace(/(--shard_map=.*ringside-aggregator-b\.ringside\.svc):9472/, "$1:9473")), "gives shard 0 the replicas"],
+    ["a --shard_map listing replica a only", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace(/^--shard_map=.*$/m, `--shard_map=statefulset:3:ringside-aggregator-a-{shard}.ringside-aggregator-a.${NAMESPACE}.svc:9472`)), "gives shard 0 the replicas"],
+    ["a --shard_map template in the wrong Service", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace("ringside-aggregator-b-{shard}.ringside-aggregator-b.", "ringside-aggregator-b-{shard}.ringside-aggregator-a.")), "gives shard 0 the replicas"],
+    ["a --shard_map template without {shard}", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace("ringside-aggregator-b-{shard}", "ringside-aggregator-b-0")), "has no {shard}"],
+    ["a --shard_map shard file", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace(/^--shard_map=.*$/m, "--shard_map=/etc/ringside/agent/shards.txt")), "is not statefulset:COUNT:TEMPLATE"],
+    ["an agent routing without --topology", "ConfigMap", "ringside-agent", agentFlags((t) => t.replace(/^--topology=.*\n/m, "")), "without one --topology"],
+    ["the agent's topology volume not mounted", "DaemonSet", "ringside-agent", (o) => { const c = o.spec.template.spec.containers[0]; c.volumeMounts = c.volumeMounts.filter((m) => m.mountPath !== "/etc/ringside/topology"); }, "is not in a mounted ConfigMap volume"],
+    ["the agent's topology volume without topology.txt", "DaemonSet", "ringside-agent", (o) => { o.spec.template.spec.volumes.find((v) => v.configMap?.items).configMap.items[0].key = "topology.text"; }, "has no such key"],
+    ["a topology of comments only", "ConfigMap", "ringside-aggregator", (o) => { o.data["topology.txt"] = "# gpu-node-001 leaf-01\n"; }, "has nothing but comments"],
+    ["the agents' topology unlike the aggregators'", "ConfigMap", "ringside-aggregator", (o) => { o.data["topology.txt"] += "gpu-node-003 leaf-02\n"; o.data["agents-topology.txt"] = "gpu-node-001 leaf-01\n"; }, "is not the agents' topology file", (objs) => { objs.find((x) => x.kind === "DaemonSet").spec.template.spec.volumes.find((v) => v.configMap?.items).configMap.items[0].key = "agents-topology.txt"; }],
+    ["ringside-aggregator-b without --shard", "StatefulSet", "ringside-aggregator-b", aggArgs((a) => a.filter((x) => !x.startsWith("--shard="))), "without exactly one --shard"],
+    ["--shard=0 on every pod", "StatefulSet", "ringside-aggregator-a", aggArgs((a) => a.map((x) => (x.startsWith("--shard=") ? "--shard=0" : x))), "pod 1: --shard=0, expected 1"],
+    ["SHARD from the pod name", "StatefulSet", "ringside-aggregator-b", (o) => { o.spec.template.spec.containers[0].env.find((e) => e.name === "SHARD").valueFrom.fieldRef.fieldPath = "metadata.name"; }, "pod 0: --shard=ringside-aggregator-b-0, expected 0"],
+    ["SHARD from a label the pods lack", "StatefulSet", "ringside-aggregator-a", (o) => { o.spec.template.spec.containers[0].env.find((e) => e.name === "SHARD").valueFrom.fieldRef.fieldPath = "metadata.labels['statefulset.kubernetes.io/pod-index']"; }, "pod 0: --shard=, expected 0"],
+    ["an aggregator --shard_map unlike the agents'", "StatefulSet", "ringside-aggregator-b", aggArgs((a) => a.map((x) => (x.startsWith("--shard_map=") ? `--shard_map=statefulset:3:${SHARD_TEMPLATES.split(",").reverse().join(",")}` : x))), "differs from the agents' --shard_map"],
+    ["an aggregator without --shard_map and --shard", "StatefulSet", "ringside-aggregator-a", aggArgs((a) => a.filter((x) => !x.startsWith("--shard_map=") && !x.startsWith("--shard="))), "no --shard_map, though the agents route by one"],
+    ["--shard without --shard_map", "StatefulSet", "ringside-aggregator-a", aggArgs((a) => a.filter((x) => !x.startsWith("--shard_map="))), "--shard without --shard_map"],
   ];
   for (const [what, kind, name, breakIt, phrase] of replicaCases) {
     const objs = structuredClone(base);
@@ -729,6 +1036,46 @@ async function selfTest(base, monitored) {
     failures = saved;
     if (!caught) fail("self-test", `${what} was accepted: the replica check does not work`);
     else console.log(`  self-test: rejected ${what}`);
+  }
+  if (!sharded) fail("self-test", "examples/shards did not render: its routing checks were not self-tested");
+  for (const [what, kind, name, breakIt, phrase, alsoBreak] of sharded ? shardCases : []) {
+    const objs = structuredClone(sharded);
+    const o = objs.find((x) => x.kind === kind && x.metadata.name.startsWith(name));
+    const saved = failures;
+    failures = [];
+    if (!o) failures.push("missing");
+    else {
+      breakIt(o);
+      if (alsoBreak) alsoBreak(objs);
+      checkReplicas(objs, "self-test");
+    }
+    const caught = failures.some((f) => f.includes(phrase));
+    failures = saved;
+    if (!caught) fail("self-test", `${what} was accepted: the shard routing check does not work`);
+    else console.log(`  self-test: rejected ${what}`);
+  }
+  if (sharded) {
+    const objs = structuredClone(sharded);
+    const cm = objs.find((x) => x.kind === "ConfigMap" && x.metadata.name.startsWith("ringside-agent"));
+    cm.data["agent.flags"] = cm.data["agent.flags"].replace("--interval=1s", "--interval=2s");
+    const saved = failures;
+    failures = [];
+    checkShardsExampleFlags(base, objs, "self-test");
+    const caught = failures.some((f) => f.includes("differs from the base's"));
+    failures = saved;
+    if (!caught) fail("self-test", "examples/shards' agent.flags drifting from the base's was accepted");
+    else console.log("  self-test: rejected examples/shards' agent.flags drifting from the base's");
+  }
+  if (withCerts) {
+    const objs = structuredClone(withCerts);
+    for (const o of objs.filter((x) => x.kind === "StatefulSet")) o.spec.replicas = 2;
+    const saved = failures;
+    failures = [];
+    checkAggregatorCertificate(objs, "self-test");
+    const caught = failures.some((f) => f.includes("dnsNames lack ringside-aggregator-a-1."));
+    failures = saved;
+    if (!caught) fail("self-test", "an aggregator certificate without shard 1's pods was accepted");
+    else console.log("  self-test: rejected an aggregator certificate without shard 1's pods");
   }
   if (monitored) {
     const sm0 = monitored.find((o) => o.kind === "ServiceMonitor");
@@ -798,6 +1145,7 @@ async function main() {
     for (const o of rendered[t]) await checkSchema(o, t);
     checkTarget(t, rendered[t]);
   }
+  if (rendered.base && rendered["examples/shards"]) checkShardsExampleFlags(rendered.base, rendered["examples/shards"], "examples/shards");
   const training = parseAll(readFileSync(join(K8S, "examples/training-job.yaml"), "utf8"), "examples/training-job.yaml");
   for (const o of training) {
     await checkSchema(o, "examples/training-job.yaml");
@@ -811,7 +1159,8 @@ async function main() {
     }
   }
   checkFlagfilesWithPrograms(rendered);
-  if (rendered.base) await selfTest(rendered.base, rendered["overlays/prometheus-operator"]);
+  await checkShardingWithPrograms(rendered);
+  if (rendered.base) await selfTest(rendered.base, rendered["overlays/prometheus-operator"], rendered["examples/shards"], rendered["examples/all-components"]);
   if (args["compat-kubectl"] && rendered.base) {
     // kustomize v2 hashes generated ConfigMap names differently: compare without the suffix.
     const norm = (objs) => JSON.stringify(objs.map((o) => JSON.parse(JSON.stringify(o).replace(/(ringside-(agent|aggregator))-[a-z0-9]{10}"/g, '$1"'))).sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`)));
