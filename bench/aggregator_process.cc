@@ -94,6 +94,23 @@ long ProcStatusField(pid_t pid, const std::string& field) {
   return -1;
 }
 
+long ContextSwitches(pid_t pid) {
+  DIR* d = opendir(absl::StrCat("/proc/", pid, "/task").c_str());
+  if (d == nullptr) return -1;
+  long n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/task/", e->d_name, "/status"));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) n += std::stol(line.substr(24));
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) n += std::stol(line.substr(27));
+    }
+  }
+  closedir(d);
+  return n;
+}
+
 long OpenFds(pid_t pid) {
   DIR* d = opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
   if (d == nullptr) return -1;

@@ -42,6 +42,9 @@ double ProcCpuSeconds(pid_t pid);
 // A field of /proc/<pid>/status in its unit (kB for VmRSS, a count for Threads); -1 if absent.
 long ProcStatusField(pid_t pid, const std::string& field);
 inline long RssKib(pid_t pid) { return ProcStatusField(pid, "VmRSS"); }
+// Context switches of every thread of `pid`, voluntary plus involuntary (/proc/<pid>/task/*/status;
+// threads that have ended no longer count).
+long ContextSwitches(pid_t pid);
 // Open file descriptors of `pid` (entries of /proc/<pid>/fd).
 long OpenFds(pid_t pid);
 // GET http://127.0.0.1:<port><path>, the whole response with its headers ("" on failure).

@@ -111,7 +111,8 @@ class AgentStream final : public grpc::ClientBidiReactor<AgentMessage, Aggregato
     h.mutable_hello()->set_agent_epoch(absl::ToUnixNanos(absl::Now()) + index);
     h.mutable_hello()->set_protocol_version(ringside::daemon::kProtocolVersion);
     h.mutable_hello()->set_min_protocol_version(ringside::daemon::kMinProtocolVersion);
-    if (n_series > 0) ringside::bench::AddPortSeriesDefs(n_series, defs_.mutable_series_defs());
+    has_defs_ = n_series > 0;
+    if (has_defs_) ringside::bench::AddPortSeriesDefs(n_series, defs_.mutable_series_defs());
     if (!batches) return;
     // Counters as on a node that has been up for hours to weeks: traffic counters far from zero,
     // idle error counters at a small constant, states at their healthy value.
@@ -179,7 +180,11 @@ class AgentStream final : public grpc::ClientBidiReactor<AgentMessage, Aggregato
     if (!ok) return;  // the stream is ending; OnDone follows
     const What w = what_;
     writing_ = false;
-    if (w == kDefs) MarkReady();
+    if (w == kDefs) {
+      AgentMessage().Swap(&defs_);  // sent once per session: free it (the bench's own memory)
+      MarkReady();
+      return;
+    }
     MaybeSendDefs();
   }
 
@@ -188,7 +193,7 @@ class AgentStream final : public grpc::ClientBidiReactor<AgentMessage, Aggregato
     if (in_.has_hello_ack()) {
       hello_acked_ = true;
       totals_->opening.fetch_sub(1);
-      if (defs_.series_defs().defs_size() == 0) {
+      if (!has_defs_) {
         defs_sent_ = true;
         MarkReady();
       }
@@ -252,6 +257,7 @@ class AgentStream final : public grpc::ClientBidiReactor<AgentMessage, Aggregato
   AggregatorMessage in_;
   std::vector<uint64_t> steps_;
   std::vector<uint64_t> masks_;
+  bool has_defs_ = false;
   int load_permille_ = 1000;
   uint64_t seq_ = 0;
   uint64_t acked_ = 0;  // reads are serialized by the library
@@ -332,8 +338,9 @@ void RaiseFdLimit() {
 std::string LoadAverage() {
   double l[3] = {0, 0, 0};
   if (getloadavg(l, 3) != 3) return "?";
-  return absl::StrCat(absl::SixDigits(l[0]), ", ", absl::SixDigits(l[1]), ", ",
-                      absl::SixDigits(l[2]));
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f, %.2f, %.2f", l[0], l[1], l[2]);
+  return buf;
 }
 
 struct Snapshot {
@@ -341,6 +348,8 @@ struct Snapshot {
   long rss_kib = 0;
   double received = 0;
   double rejected = 0;
+  double messages = 0;
+  long switches = 0;
   absl::Time at;
 };
 
@@ -350,7 +359,9 @@ Snapshot Take(const ringside::bench::AggregatorProcess& agg) {
   Snapshot s;
   s.received = ringside::bench::Metric(m, "ringside_aggregator_samples_received_total");
   s.rejected = ringside::bench::Metric(m, "ringside_aggregator_samples_rejected_total");
+  s.messages = ringside::bench::Metric(m, "ringside_aggregator_messages_received_total");
   s.cpu = ringside::bench::ProcCpuSeconds(agg.pid());
+  s.switches = ringside::bench::ContextSwitches(agg.pid());
   s.rss_kib = ringside::bench::RssKib(agg.pid());
   s.at = absl::Now();
   return s;
@@ -477,6 +488,10 @@ int RunPaced() {
   std::printf("  aggregator CPU              %.2f s = %.1f %% of one core\n", cpu,
               100 * cpu / wall);
   std::printf("  aggregator CPU per sample   %.1f ns\n", accepted > 0 ? cpu / accepted * 1e9 : -1);
+  const double messages = s1.messages - s0.messages;
+  std::printf("  aggregator per message      %.1f us CPU, %.2f context switches (%.0f messages)\n",
+              messages > 0 ? cpu / messages * 1e6 : -1,
+              messages > 0 ? (s1.switches - s0.switches) / messages : -1, messages);
   std::printf("  load generator CPU          %.1f %% of one core (pacer thread %.1f %% over the run)\n",
               100 * (self_cpu1 - self_cpu0) / wall,
               100 * pacer_cpu.load() / absl::ToDoubleSeconds(absl::Now() - pace_start));
