@@ -142,4 +142,14 @@ double Metric(const std::string& text, const std::string& name) {
   return -1;
 }
 
+double MetricSum(const std::string& text, const std::string& name) {
+  const std::regex re("\\n" + name + "(\\{[^}]*\\})? ([0-9.e+]+)");
+  double sum = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
+    sum += std::stod((*it)[2].str());
+  }
+  return sum;
+}
+
 }  // namespace ringside::bench

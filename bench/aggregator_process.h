@@ -51,6 +51,8 @@ long OpenFds(pid_t pid);
 std::string HttpGet(int port, const std::string& path);
 // The value of the first sample of family `name` in a Prometheus text page; -1 if absent.
 double Metric(const std::string& text, const std::string& name);
+// The sum of every sample of family `name` (all label values); 0 if absent.
+double MetricSum(const std::string& text, const std::string& name);
 
 }  // namespace ringside::bench
 

@@ -359,7 +359,7 @@ Snapshot Take(const ringside::bench::AggregatorProcess& agg) {
   Snapshot s;
   s.received = ringside::bench::Metric(m, "ringside_aggregator_samples_received_total");
   s.rejected = ringside::bench::Metric(m, "ringside_aggregator_samples_rejected_total");
-  s.messages = ringside::bench::Metric(m, "ringside_aggregator_messages_received_total");
+  s.messages = ringside::bench::MetricSum(m, "ringside_aggregator_messages_received_total");
   s.cpu = ringside::bench::ProcCpuSeconds(agg.pid());
   s.switches = ringside::bench::ContextSwitches(agg.pid());
   s.rss_kib = ringside::bench::RssKib(agg.pid());
