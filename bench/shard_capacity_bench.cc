@@ -343,27 +343,46 @@ std::string LoadAverage() {
   return buf;
 }
 
+// The aggregator's counters and its CPU. The window's CPU leaves out both /metrics renders (the
+// start reads its CPU after the render, the end before); the samples are counted between the
+// two renders and divided by the time between them.
 struct Snapshot {
   double cpu = 0;
+  absl::Time cpu_at;
+  long switches = 0;
   long rss_kib = 0;
   double received = 0;
   double rejected = 0;
   double messages = 0;
-  long switches = 0;
-  absl::Time at;
+  absl::Time metrics_at;
 };
 
-Snapshot Take(const ringside::bench::AggregatorProcess& agg) {
-  // /metrics first: rendering it is the aggregator's work too, kept out of the window's CPU.
+void ReadMetrics(const ringside::bench::AggregatorProcess& agg, Snapshot& s) {
   const std::string m = ringside::bench::HttpGet(agg.http_port(), "/metrics");
-  Snapshot s;
+  s.metrics_at = absl::Now();
   s.received = ringside::bench::Metric(m, "ringside_aggregator_samples_received_total");
   s.rejected = ringside::bench::Metric(m, "ringside_aggregator_samples_rejected_total");
   s.messages = ringside::bench::MetricSum(m, "ringside_aggregator_messages_received_total");
+}
+
+void ReadProcess(const ringside::bench::AggregatorProcess& agg, Snapshot& s) {
   s.cpu = ringside::bench::ProcCpuSeconds(agg.pid());
+  s.cpu_at = absl::Now();
   s.switches = ringside::bench::ContextSwitches(agg.pid());
   s.rss_kib = ringside::bench::RssKib(agg.pid());
-  s.at = absl::Now();
+}
+
+Snapshot TakeStart(const ringside::bench::AggregatorProcess& agg) {
+  Snapshot s;
+  ReadMetrics(agg, s);
+  ReadProcess(agg, s);
+  return s;
+}
+
+Snapshot TakeEnd(const ringside::bench::AggregatorProcess& agg) {
+  Snapshot s;
+  ReadProcess(agg, s);
+  ReadMetrics(agg, s);
   return s;
 }
 
@@ -453,11 +472,11 @@ int RunPaced() {
   const uint64_t sent0 = totals.batches_sent.load();
   const uint64_t acked0 = totals.batches_acked.load();
   const double self_cpu0 = ringside::bench::ProcCpuSeconds(getpid());
-  const Snapshot s0 = Take(agg);
+  const Snapshot s0 = TakeStart(agg);
   measuring = true;
   std::printf("  load average at the window's start: %s\n", LoadAverage().c_str());
   absl::SleepFor(absl::GetFlag(FLAGS_duration));
-  const Snapshot s1 = Take(agg);
+  const Snapshot s1 = TakeEnd(agg);
   measuring = false;
   const double self_cpu1 = ringside::bench::ProcCpuSeconds(getpid());
   const uint64_t late1 = totals.late.load();
@@ -472,9 +491,11 @@ int RunPaced() {
   CloseAll(totals, agents);
   agg.Stop();
 
-  const double wall = absl::ToDoubleSeconds(s1.at - s0.at);
+  const double wall = absl::ToDoubleSeconds(s1.cpu_at - s0.cpu_at);
   const double cpu = s1.cpu - s0.cpu;
-  const double accepted = (s1.received - s1.rejected) - (s0.received - s0.rejected);
+  // Samples accepted and messages over the metrics window, scaled to the CPU window.
+  const double scale = wall / absl::ToDoubleSeconds(s1.metrics_at - s0.metrics_at);
+  const double accepted = ((s1.received - s1.rejected) - (s0.received - s0.rejected)) * scale;
   const double offered = n_agents * n_series * rate * wall;
   const double series = ringside::bench::Metric(metrics, "ringside_aggregator_series");
   const double state = ringside::bench::Metric(metrics, "ringside_aggregator_series_state_bytes");
@@ -483,12 +504,15 @@ int RunPaced() {
               wall, static_cast<unsigned long long>(sent1 - sent0),
               static_cast<unsigned long long>(acked1 - acked0),
               static_cast<unsigned long long>(late1 - late0), pacer_max_lag_us.load() / 1000.0);
-  std::printf("  samples accepted            %.0f (%.3f M/s; offered %.3f M/s; rejected %.0f)\n",
-              accepted, accepted / wall / 1e6, offered / wall / 1e6, s1.rejected - s0.rejected);
+  std::printf("  samples accepted            %.0f (%.3f M/s over %.1f s of /metrics; offered %.3f M/s; "
+              "rejected %.0f)\n",
+              accepted / scale, accepted / wall / 1e6,
+              absl::ToDoubleSeconds(s1.metrics_at - s0.metrics_at), offered / wall / 1e6,
+              s1.rejected - s0.rejected);
   std::printf("  aggregator CPU              %.2f s = %.1f %% of one core\n", cpu,
               100 * cpu / wall);
   std::printf("  aggregator CPU per sample   %.1f ns\n", accepted > 0 ? cpu / accepted * 1e9 : -1);
-  const double messages = s1.messages - s0.messages;
+  const double messages = (s1.messages - s0.messages) * scale;
   std::printf("  aggregator per message      %.1f us CPU, %.2f context switches (%.0f messages)\n",
               messages > 0 ? cpu / messages * 1e6 : -1,
               messages > 0 ? (s1.switches - s0.switches) / messages : -1, messages);
@@ -543,9 +567,9 @@ int RunIdle() {
     return 1;
   }
   PrintProcess("aggregator, all open:", agg.pid());
-  const Snapshot s0 = Take(agg);
+  const Snapshot s0 = TakeStart(agg);
   absl::SleepFor(absl::GetFlag(FLAGS_duration));
-  const Snapshot s1 = Take(agg);
+  const Snapshot s1 = TakeEnd(agg);
   const std::string metrics = ringside::bench::HttpGet(agg.http_port(), "/metrics");
   const double open = ringside::bench::Metric(metrics, "ringside_aggregator_streams_open");
   const double nodes = ringside::bench::Metric(metrics, "ringside_aggregator_nodes");
@@ -555,7 +579,7 @@ int RunIdle() {
   const int64_t failed = totals.failed.load();
   CloseAll(totals, agents);
   agg.Stop();
-  const double wall = absl::ToDoubleSeconds(s1.at - s0.at);
+  const double wall = absl::ToDoubleSeconds(s1.cpu_at - s0.cpu_at);
   std::printf("  idle %.1f s: aggregator CPU %.2f s = %.2f %% of one core; streams_open %.0f, "
               "nodes %.0f, streams failed while idle %lld\n",
               wall, s1.cpu - s0.cpu, 100 * (s1.cpu - s0.cpu) / wall, open, nodes,
