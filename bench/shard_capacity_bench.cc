@@ -541,6 +541,16 @@ int RunIdle() {
   std::printf("ringside-shard-capacity-bench (issue #14): %d idle streams, %d series defined each, "
               "detectors %s\n",
               n, n_series, absl::GetFlag(FLAGS_detect) ? "on" : "off");
+  if (n_series > 0) {
+    // What the aggregator's session holds while this is its last message: the parsed definitions.
+    AgentMessage defs;
+    ringside::bench::AddPortSeriesDefs(n_series, defs.mutable_series_defs());
+    AgentMessage parsed;
+    parsed.ParseFromString(defs.SerializeAsString());
+    std::printf("  one SeriesDefs message: %zu bytes on the wire, %zu bytes parsed "
+                "(protobuf SpaceUsedLong)\n",
+                defs.ByteSizeLong(), static_cast<size_t>(parsed.SpaceUsedLong()));
+  }
   RaiseFdLimit();
   std::printf("  load average at start: %s\n", LoadAverage().c_str());
   ringside::bench::AggregatorProcess agg;
