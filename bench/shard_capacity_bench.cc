@@ -148,7 +148,7 @@ class AgentStream final : public grpc::ClientBidiReactor<AgentMessage, Aggregato
   // is still in flight (then it is late: a real agent would buffer it).
   void Tick(int64_t ts) {
     if (done_.load()) return;
-    if (!ready_.load()) return;  // never in practice: the pacer starts once every agent is
+    if (!ready_.load()) return;  // not in practice: the pacer starts once every agent is ready
     if (writing_.exchange(true)) {
       totals_->late.fetch_add(1, std::memory_order_relaxed);
       return;
