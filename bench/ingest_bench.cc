@@ -12,19 +12,13 @@
 //
 // Goals: 5 million samples/s per core, at most 64 bytes of state per series (issue #4), and the
 // detectors costing at most 25 % of ingest throughput (issue #6).
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <regex>
-#include <sstream>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -33,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/aggregator_process.h"
 #include "bench/port_series.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/protocol.h"
@@ -54,54 +49,14 @@ ABSL_FLAG(bool, detect, false,
 
 namespace {
 
+using ringside::bench::HttpGet;
 using ringside::bench::kPortSeries;
+using ringside::bench::Metric;
+using ringside::bench::ProcCpuSeconds;
+using ringside::bench::RssKib;
 
 using ringside::v1::AgentMessage;
 using ringside::v1::AggregatorMessage;
-
-double ProcCpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = s.rfind(')');
-  std::istringstream rest(s.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-long RssKib(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return 0;
-}
-
-std::string HttpGet(int port, const std::string& path) {
-  std::string cmd = absl::StrCat("exec 3<>/dev/tcp/127.0.0.1/", port, "; printf 'GET ", path,
-                                 " HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3");
-  FILE* f = popen(absl::StrCat("bash -c \"", cmd, "\"").c_str(), "r");
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  if (f) pclose(f);
-  return out;
-}
-
-double Metric(const std::string& text, const std::string& name) {
-  std::smatch m;
-  if (std::regex_search(text, m, std::regex("\\n" + name + "(\\{[^}]*\\})? ([0-9.e+]+)"))) {
-    return std::stod(m[2].str());
-  }
-  return -1;
-}
-
 
 struct Agent {
   std::unique_ptr<ringside::v1::Ingest::Stub> stub;
@@ -123,40 +78,16 @@ RunResult RunOnce(bool detect) {
   const int n_threads = std::max(1, absl::GetFlag(FLAGS_threads));
 
   // The aggregator, memory only, on ephemeral loopback ports.
-  char log_path[] = "/tmp/ringside-ingest-bench-XXXXXX";
-  int log_fd = mkstemp(log_path);
-  pid_t agg = fork();
-  if (agg == 0) {
-    dup2(log_fd, 2);
-    std::string bin = absl::GetFlag(FLAGS_aggregator);
-    execl(bin.c_str(), bin.c_str(), "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-          absl::StrCat("--max-series-per-node=", n_series + 100).c_str(),
-          absl::StrCat("--max-nodes=", n_agents + 10).c_str(),
-          detect ? "--detect=true" : "--detect=false", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(log_fd);
-  int grpc_port = 0, http_port = 0;
-  for (int i = 0; i < 200 && (grpc_port == 0 || http_port == 0); ++i) {
-    absl::SleepFor(absl::Milliseconds(50));
-    std::ifstream in(log_path);
-    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::smatch m;
-    if (std::regex_search(log, m,
-                          std::regex("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)"))) {
-      grpc_port = std::stoi(m[1].str());
-    }
-    if (std::regex_search(
-            log, m, std::regex("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)"))) {
-      http_port = std::stoi(m[1].str());
-    }
-  }
-  if (grpc_port == 0) {
-    std::fprintf(stderr, "aggregator did not start (log %s)\n", log_path);
-    kill(agg, SIGKILL);
-    waitpid(agg, nullptr, 0);
+  ringside::bench::AggregatorProcess aggregator;
+  if (!aggregator.Start(absl::GetFlag(FLAGS_aggregator),
+                        {absl::StrCat("--max-series-per-node=", n_series + 100),
+                         absl::StrCat("--max-nodes=", n_agents + 10),
+                         detect ? "--detect=true" : "--detect=false"})) {
     return {};
   }
+  const pid_t agg = aggregator.pid();
+  const int grpc_port = aggregator.grpc_port();
+  const int http_port = aggregator.http_port();
   const long rss_before = RssKib(agg);
 
   // Connect every agent and define its series.
@@ -180,8 +111,6 @@ RunResult RunOnce(bool detect) {
     AggregatorMessage reply;
     if (!ag.stream->Read(&reply) || !reply.has_hello_ack()) {
       std::fprintf(stderr, "agent %d: no HelloAck\n", a);
-      kill(agg, SIGKILL);
-      waitpid(agg, nullptr, 0);
       return {};
     }
     AgentMessage defs;
@@ -248,9 +177,7 @@ RunResult RunOnce(bool detect) {
     ag.ctx->TryCancel();
     (void)ag.stream->Finish();
   }
-  kill(agg, SIGTERM);
-  waitpid(agg, nullptr, 0);
-  unlink(log_path);
+  aggregator.Stop();
 
   const double samples = static_cast<double>(b1 - b0) * n_series;
   const double cpu = cpu1 - cpu0;

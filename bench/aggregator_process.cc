@@ -1,0 +1,155 @@
+#include "bench/aggregator_process.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace ringside::bench {
+
+bool AggregatorProcess::Start(const std::string& binary, const std::vector<std::string>& flags) {
+  char log_path[] = "/tmp/ringside-bench-aggregator-XXXXXX";
+  const int log_fd = mkstemp(log_path);
+  if (log_fd < 0) {
+    std::perror("mkstemp");
+    return false;
+  }
+  log_path_ = log_path;
+  std::vector<std::string> args = {binary, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(log_fd, 2);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(log_fd);
+  const std::regex grpc_re("ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)");
+  const std::regex http_re("HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)");
+  for (int i = 0; i < 200 && (grpc_port_ == 0 || http_port_ == 0); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    std::ifstream in(log_path_);
+    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (std::regex_search(log, m, grpc_re)) grpc_port_ = std::stoi(m[1].str());
+    if (std::regex_search(log, m, http_re)) http_port_ = std::stoi(m[1].str());
+  }
+  if (grpc_port_ == 0 || http_port_ == 0) {
+    std::fprintf(stderr, "aggregator did not start (log %s)\n", log_path_.c_str());
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+    return false;
+  }
+  return true;
+}
+
+void AggregatorProcess::Stop() {
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  if (!log_path_.empty()) {
+    unlink(log_path_.c_str());
+    log_path_.clear();
+  }
+}
+
+double ProcCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = s.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(s.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+long ProcStatusField(pid_t pid, const std::string& field) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  const std::string prefix = field + ":";
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) return std::stol(line.substr(prefix.size()));
+  }
+  return -1;
+}
+
+long ContextSwitches(pid_t pid) {
+  DIR* d = opendir(absl::StrCat("/proc/", pid, "/task").c_str());
+  if (d == nullptr) return -1;
+  long n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/task/", e->d_name, "/status"));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) n += std::stol(line.substr(24));
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) n += std::stol(line.substr(27));
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+long OpenFds(pid_t pid) {
+  DIR* d = opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
+  if (d == nullptr) return -1;
+  long n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const std::string cmd = absl::StrCat("exec 3<>/dev/tcp/127.0.0.1/", port, "; printf 'GET ", path,
+                                       " HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3");
+  FILE* f = popen(absl::StrCat("bash -c \"", cmd, "\"").c_str(), "r");
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  if (f) pclose(f);
+  return out;
+}
+
+double Metric(const std::string& text, const std::string& name) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex("\\n" + name + "(\\{[^}]*\\})? ([0-9.e+]+)"))) {
+    return std::stod(m[2].str());
+  }
+  return -1;
+}
+
+double MetricSum(const std::string& text, const std::string& name) {
+  const std::regex re("\\n" + name + "(\\{[^}]*\\})? ([0-9.e+]+)");
+  double sum = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
+    sum += std::stod((*it)[2].str());
+  }
+  return sum;
+}
+
+}  // namespace ringside::bench
