@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "sim/job_runner.h"
+#include "sim/node_build.h"
 #include "sim/sim_names.h"
 #include "sim/topology_writer.h"
 
@@ -70,12 +71,6 @@ int FreeLoopbackPort() {
   }
   close(fd);
   return port;
-}
-
-bool IsPortFault(FaultKind k) {
-  return k == FaultKind::kLinkFlap || k == FaultKind::kLinkDown ||
-         k == FaultKind::kLinkDegraded || k == FaultKind::kPauseStorm ||
-         k == FaultKind::kCongestion;
 }
 
 }  // namespace
@@ -194,56 +189,16 @@ absl::Status Cluster::BuildNode(int i) {
   n->log = n->dir + "/agent.log";
   std::filesystem::create_directories(n->ethtool);
   n->tree = std::make_unique<SysfsTreeWriter>(n->sys);
-  std::vector<AnimatedPort> ports;
-  for (int k = 0; k < s_.gpus; ++k) {
-    HcaSpec h;
-    h.name = RailDevice(k);
-    h.pci = absl::StrFormat("0000:%02x:00.0", 0x17 + k * 0x10);
-    h.node_guid = absl::StrFormat("b83f:d203:%04x:%04x", i, k);
-    h.link_layer = "Ethernet";
-    h.rate = "400 Gb/sec (4X NDR)";
-    h.netdev = RailNetdev(k);
-    if (absl::Status s = n->tree->AddHca(h); !s.ok()) return s;
-    AnimatedPort p;
-    p.device = h.name;
-    p.roce = true;
-    p.netdev = h.netdev;
-    p.gbytes_per_second = s_.gbytes_per_second;
-    ports.push_back(p);
-  }
+  absl::StatusOr<std::vector<AnimatedPort>> ports = BuildNodeTree(s_, i, n->tree.get());
+  if (!ports.ok()) return ports.status();
   AnimatorOptions ao;
   ao.noise = s_.noise;
   ao.background_noise = s_.background_noise;
-  n->animator = std::make_unique<NodeAnimator>(n->tree.get(), ports, s_.seed * 1000003 + i,
-                                               n->ethtool, ao);
-  // Port faults of this node, and the victims of pause storms elsewhere on its leaf.
+  n->animator = std::make_unique<NodeAnimator>(n->tree.get(), std::move(*ports),
+                                               s_.seed * 1000003 + i, n->ethtool, ao);
+  for (PortFault& f : PortFaultsOfNode(s_, i)) n->animator->AddFault(std::move(f));
   for (const FaultSpec& f : s_.faults) {
-    const int leaf = i / s_.nodes_per_leaf;
-    if (f.kind == FaultKind::kCounterReset && f.node == i) {
-      for (int k = 0; k < s_.gpus; ++k) {
-        n->animator->AddFault({PortFault::Kind::kCounterReset, RailDevice(k), 1, f.start, f.duration});
-      }
-      continue;
-    }
     if (f.kind == FaultKind::kNvlinkDegraded && f.node == i) n->nvml_dynamic = true;
-    if (!IsPortFault(f.kind)) continue;
-    if (f.node == i) {
-      PortFault::Kind k = PortFault::Kind::kFlap;
-      switch (f.kind) {
-        case FaultKind::kLinkFlap: k = PortFault::Kind::kFlap; break;
-        case FaultKind::kLinkDown: k = PortFault::Kind::kDown; break;
-        case FaultKind::kLinkDegraded: k = PortFault::Kind::kSymbolErrors; break;
-        case FaultKind::kPauseStorm: k = PortFault::Kind::kPauseStorm; break;
-        case FaultKind::kCongestion: k = PortFault::Kind::kEcnCongestion; break;
-        default: break;
-      }
-      n->animator->AddFault({k, f.device, 1, f.start, f.duration});
-    } else if (f.kind == FaultKind::kPauseStorm && f.node / s_.nodes_per_leaf == leaf) {
-      // The storm spreads through the leaf: the same rail of its other nodes is paused, a
-      // second later.
-      n->animator->AddFault(
-          {PortFault::Kind::kPaused, f.device, 1, f.start + absl::Seconds(1), f.duration});
-    }
   }
   n->nvml = std::make_unique<NvmlState>(n->nvml_config, i, s_.gpus, s_.nvlinks);
   if (absl::Status s = n->nvml->Write(); !s.ok()) return s;

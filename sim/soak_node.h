@@ -28,15 +28,6 @@
 
 namespace ringside::sim {
 
-// The port faults of node `i` as its animator takes them (the faulty port itself, and the victims
-// of a pause storm elsewhere on its leaf, paused a second later), as sim/cluster.cc applies them.
-std::vector<PortFault> PortFaultsOfNode(const Scenario& s, int i);
-
-// Writes node `i`'s tree as sim/cluster.cc does (one RoCE rail per GPU, mlx5_<k> with its netdev)
-// and returns the animated ports.
-absl::StatusOr<std::vector<AnimatedPort>> BuildNodeTree(const Scenario& s, int i,
-                                                        SysfsTreeWriter* tree);
-
 class SoakNode {
  public:
   // `dir` (must exist) gets sys/ and ethtool/. `now` is the virtual clock.
