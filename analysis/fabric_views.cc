@@ -3,6 +3,8 @@
 // logic they only read.
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 
 #include "analysis/fabric_analysis.h"
 #include "analysis/link_detector.h"
@@ -64,6 +66,10 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
       const std::string* function = nullptr;
     };
     std::vector<Best> best(nranks);
+    // On a tie, the function that flagged the rank, else one that flagged any rank of the
+    // communicator (where the wait shows), else the longest window.
+    std::set<std::string> flagging;
+    for (const auto& [rank, flag] : comm.flagged) flagging.insert(flag.function);
     for (const auto& [function, window] : comm.windows) {
       if (window.instances.empty()) continue;
       const int n = static_cast<int>(window.instances.size());
@@ -71,13 +77,14 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
         Best& b = best[r];
         const int late = window.CountOf(static_cast<int32_t>(r));
         auto flag = comm.flagged.find(static_cast<int32_t>(r));
-        const std::string* flagged = flag == comm.flagged.end() ? nullptr : &flag->second.function;
+        const auto preferred = [&](const std::string& f) {
+          return flag != comm.flagged.end() ? f == flag->second.function : flagging.count(f) > 0;
+        };
         const bool better =
             b.function == nullptr ||
             static_cast<int64_t>(late) * b.n > static_cast<int64_t>(b.late) * n ||
             (static_cast<int64_t>(late) * b.n == static_cast<int64_t>(b.late) * n &&
-             ((flagged != nullptr && function == *flagged) ||
-              ((flagged == nullptr || *b.function != *flagged) && n > b.n)));
+             (preferred(function) || (!preferred(*b.function) && n > b.n)));
         if (better) b = Best{late, n, &function};
       }
     }

@@ -191,7 +191,8 @@ double StragglerDetector::BusyNs(const std::string& worker_key, int64_t span) co
   return std::max(0.0, static_cast<double>(span) - in_ops);
 }
 
-double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t span) const {
+double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t span,
+                                    BusyCache& cache) const {
   const std::string key = WorkerKey(comm.job, comm.workers[rank]);
   auto it = ops_.find(key);
   if (it == ops_.end()) return 0;
@@ -206,12 +207,19 @@ double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t spa
   }
   auto peers = comms_.find(largest);
   if (peers == comms_.end()) return 0;
+  auto [members, fresh] = cache.try_emplace(largest);
+  if (fresh) {
+    members->second.reserve(peers->second.workers.size());
+    for (const Worker& w : peers->second.workers) {
+      std::string k = WorkerKey(peers->second.job, w);
+      const double b = BusyNs(k, span);
+      members->second.emplace_back(std::move(k), b);
+    }
+  }
   std::vector<double> others;
-  for (const Worker& w : peers->second.workers) {
-    const std::string k = WorkerKey(peers->second.job, w);
-    if (k == key) continue;
-    double b = BusyNs(k, span);
-    if (b >= 0) others.push_back(b);
+  others.reserve(members->second.size());
+  for (const auto& [k, b] : members->second) {
+    if (k != key && b >= 0) others.push_back(b);
   }
   const double mine = BusyNs(key, span);
   const double median = Median(others);
@@ -291,6 +299,7 @@ void StragglerDetector::Judge(Comm& comm, const std::string& function, std::vect
   if (span <= 0) return;
   // New stragglers: a rank's count only grows when it is late, so the ranks late in the newest
   // instance are the only ones that can have just qualified.
+  BusyCache busy;
   for (const Late& l : window.instances.back().late) {
     if (comm.flagged.count(l.rank)) continue;  // open already (from this or another function)
     const int count = window.CountOf(l.rank);
@@ -299,7 +308,7 @@ void StragglerDetector::Judge(Comm& comm, const std::string& function, std::vect
     if (wf < options_.min_wait_fraction) continue;
     const double victim = P2pWaitFraction(comm.workers[l.rank], comm.job, span);
     if (victim >= options_.victim_wait_fraction) continue;  // waiting on its pipeline peer
-    const double busy_ratio = BusyRatio(comm, static_cast<uint32_t>(l.rank), span);
+    const double busy_ratio = BusyRatio(comm, static_cast<uint32_t>(l.rank), span, busy);
     if (busy_ratio < options_.min_busy_ratio) continue;  // no slower than its peers: structural
     Flag& flag = comm.flagged[l.rank];
     flag.function = function;

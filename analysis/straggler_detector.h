@@ -175,8 +175,12 @@ class StragglerDetector {
   // busy time (outside any recorded operation) over that span.
   double P2pWaitFraction(const Worker& w, const std::string& job, int64_t span_ns) const;
   double BusyNs(const std::string& worker_key, int64_t span_ns) const;
+  // Busy times over one span of every member of a communicator ((job, comm_id) → (worker key,
+  // busy ns; -1 unknown)), computed once per judgement however many candidates need them.
+  using BusyCache = std::map<std::pair<std::string, uint64_t>,
+                             std::vector<std::pair<std::string, double>>>;
   // busy(candidate) / median busy of the other members of its largest communicator; 0 if unknown.
-  double BusyRatio(const Comm& comm, uint32_t rank, int64_t span_ns) const;
+  double BusyRatio(const Comm& comm, uint32_t rank, int64_t span_ns, BusyCache& cache) const;
   void LogOp(const CollectiveObservation& obs);
   std::map<std::string, std::string> EntityOf(const Comm& comm, uint32_t rank) const;
   static std::string WorkerKey(const std::string& job, const Worker& w);
