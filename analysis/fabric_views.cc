@@ -3,6 +3,8 @@
 // logic they only read.
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 
 #include "analysis/fabric_analysis.h"
 #include "analysis/link_detector.h"
@@ -64,22 +66,26 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
       const std::string* function = nullptr;
     };
     std::vector<Best> best(nranks);
+    // On a tie, the function that flagged the rank, else one that flagged any rank of the
+    // communicator (where the wait shows), else the longest window.
+    std::set<std::string> flagging;
+    for (const auto& [rank, flag] : comm.flagged) flagging.insert(flag.function);
     for (const auto& [function, window] : comm.windows) {
-      if (window.empty()) continue;
-      const int n = static_cast<int>(window.size());
-      std::vector<int> late(nranks, 0);
-      for (const Judged& j : window) {
-        if (j.last_rank >= 0 && static_cast<uint32_t>(j.last_rank) < nranks) ++late[j.last_rank];
-      }
+      if (window.instances.empty()) continue;
+      const int n = static_cast<int>(window.instances.size());
       for (uint32_t r = 0; r < nranks; ++r) {
         Best& b = best[r];
+        const int late = window.CountOf(static_cast<int32_t>(r));
+        auto flag = comm.flagged.find(static_cast<int32_t>(r));
+        const auto preferred = [&](const std::string& f) {
+          return flag != comm.flagged.end() ? f == flag->second.function : flagging.count(f) > 0;
+        };
         const bool better =
             b.function == nullptr ||
-            static_cast<int64_t>(late[r]) * b.n > static_cast<int64_t>(b.late) * n ||
-            (static_cast<int64_t>(late[r]) * b.n == static_cast<int64_t>(b.late) * n &&
-             (function == comm.flagged_function ||
-              (*b.function != comm.flagged_function && n > b.n)));
-        if (better) b = Best{late[r], n, &function};
+            static_cast<int64_t>(late) * b.n > static_cast<int64_t>(b.late) * n ||
+            (static_cast<int64_t>(late) * b.n == static_cast<int64_t>(b.late) * n &&
+             (preferred(function) || (!preferred(*b.function) && n > b.n)));
+        if (better) b = Best{late, n, &function};
       }
     }
     for (uint32_t r = 0; r < nranks; ++r) {
@@ -96,9 +102,14 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
       v.instances = static_cast<uint32_t>(b.n);
       v.score = b.n > 0 ? static_cast<double>(b.late) / b.n : 0;
       std::vector<double> margins;
-      for (const Judged& j : comm.windows.at(*b.function)) {
-        if (j.last_rank == static_cast<int32_t>(r) && j.span_ns > 0) {
-          margins.push_back(static_cast<double>(j.gap_ns) / static_cast<double>(j.span_ns));
+      if (b.late > 0) {
+        for (const Judged& j : comm.windows.at(*b.function).instances) {
+          if (j.span_ns <= 0) continue;
+          for (const Late& l : j.late) {
+            if (l.rank == static_cast<int32_t>(r)) {
+              margins.push_back(static_cast<double>(l.lateness_ns) / static_cast<double>(j.span_ns));
+            }
+          }
         }
       }
       v.margin = MedianOf(std::move(margins));

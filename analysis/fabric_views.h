@@ -32,9 +32,10 @@ struct RankView {
   std::string comm;
   std::string pod;            // the Kubernetes pod running the rank, when known
   std::string pod_namespace;
-  double score = 0;          // fraction of the window's instances in which it arrived last
-  double margin = 0;         // median lag behind the next-latest rank when it was last, as a
-                             // fraction of the instance's duration (0 if never last)
+  double score = 0;          // fraction of the window's instances in which it arrived late (behind
+                             // the communicator's median arrival by a clear margin)
+  double margin = 0;         // median lag behind the median arrival when it was late, as a
+                             // fraction of the instance's duration (0 if never late)
   double wait_fraction = 0;  // share of its collective time spent waiting for others (low: culprit)
   uint32_t instances = 0;    // instances in the window
 };

@@ -61,6 +61,7 @@ void StragglerDetector::Observe(const CollectiveObservation& obs, std::vector<Fi
   if (obs.nranks < 2 || obs.rank >= obs.nranks || obs.nranks > 1u << 20) return;
   Comm& comm = comms_[{obs.job, obs.comm_id}];
   if (comm.nranks != obs.nranks) {  // first record, or the communicator was rebuilt
+    open_stragglers_[obs.job] -= static_cast<int>(comm.flagged.size());
     comm = Comm{};
     comm.job = obs.job;
     comm.nranks = obs.nranks;
@@ -105,31 +106,39 @@ void StragglerDetector::Complete(Comm& comm, const std::string& function, const 
   const size_t n = p.ranks.size();
   bool synced = true;
   for (const Arrival& a : p.ranks) synced &= a.synced;
-  // Order ranks by lateness: arrival time with synchronised clocks, else shortest kernel time.
-  std::vector<uint32_t> order(n);
-  for (uint32_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-    return synced ? p.ranks[x].start_ns > p.ranks[y].start_ns
-                  : p.ranks[x].duration_ns < p.ranks[y].duration_ns;
-  });
-  const Arrival& last = p.ranks[order[0]];
-  const Arrival& second = p.ranks[order[1]];
-  const int64_t gap = synced ? last.start_ns - second.start_ns
-                             : second.duration_ns - last.duration_ns;
-  const int64_t base = last.duration_ns;  // the collective's own time: the late rank waits for no one
+  // Lateness key, larger = later: the arrival time with synchronised clocks, else minus the kernel
+  // time (a late rank waits less for the others).
+  std::vector<int64_t> key(n);
+  size_t latest = 0;
   Judged j;
-  j.gap_ns = gap;
-  const double need = std::max(absl::ToDoubleNanoseconds(options_.min_margin),
-                               options_.min_margin_ratio * static_cast<double>(base));
-  if (static_cast<double>(gap) >= need) j.last_rank = static_cast<int32_t>(order[0]);
-  // Instance times on rank 0's clock (spans are what matter, so clock offsets cancel).
-  j.begin_ns = p.ranks[0].start_ns;
-  j.end_ns = p.ranks[0].start_ns + p.ranks[0].duration_ns;
   int64_t shortest = p.ranks[0].duration_ns;
-  for (const Arrival& a : p.ranks) {
+  for (size_t r = 0; r < n; ++r) {
+    const Arrival& a = p.ranks[r];
+    key[r] = synced ? a.start_ns : -a.duration_ns;
+    if (key[r] > key[latest]) latest = r;
     j.span_ns = std::max(j.span_ns, a.duration_ns);
     shortest = std::min(shortest, a.duration_ns);
   }
+  // The bulk of the communicator: its median arrival (the lower median; for two ranks, the
+  // earlier). One selection per completed instance, linear in the communicator's size.
+  std::vector<int64_t> sorted = key;
+  const size_t mid = (n - 1) / 2;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(mid), sorted.end());
+  const int64_t median = sorted[mid];
+  const int64_t base = p.ranks[latest].duration_ns;  // the collective's own time: the latest rank
+                                                     // waits for no one
+  const double need = std::max(absl::ToDoubleNanoseconds(options_.min_margin),
+                               options_.min_margin_ratio * static_cast<double>(base));
+  for (size_t r = 0; r < n; ++r) {
+    const int64_t lateness = key[r] - median;
+    if (static_cast<double>(lateness) >= need) {
+      j.late.push_back(Late{static_cast<int32_t>(r), lateness});
+    }
+  }
+  // Instance times on rank 0's clock (spans are what matter, so clock offsets cancel).
+  j.begin_ns = p.ranks[0].start_ns;
+  j.end_ns = p.ranks[0].start_ns + p.ranks[0].duration_ns;
+  const int64_t end_ns = j.end_ns;
   std::vector<double>& wait = comm.wait[function];
   wait.resize(n, -1);
   const double alpha = 2.0 / (std::max(options_.window, 1) + 1);
@@ -138,11 +147,24 @@ void StragglerDetector::Complete(Comm& comm, const std::string& function, const 
     const double w = d > 0 ? static_cast<double>(d - shortest) / static_cast<double>(d) : 0;
     wait[r] = wait[r] < 0 ? w : wait[r] + alpha * (w - wait[r]);
   }
-  std::deque<Judged>& window = comm.windows[function];
-  window.push_back(j);
-  while (window.size() > static_cast<size_t>(options_.window)) window.pop_front();
+  Window& window = comm.windows[function];
+  for (const Late& l : j.late) {
+    Window::Tally& t = window.tally[l.rank];
+    ++t.count;
+    t.lateness_ns += l.lateness_ns;
+  }
+  window.instances.push_back(std::move(j));
+  while (window.instances.size() > static_cast<size_t>(std::max(options_.window, 1))) {
+    for (const Late& l : window.instances.front().late) {
+      auto it = window.tally.find(l.rank);
+      if (it == window.tally.end()) continue;
+      it->second.lateness_ns -= l.lateness_ns;
+      if (--it->second.count <= 0) window.tally.erase(it);
+    }
+    window.instances.pop_front();
+  }
   Judge(comm, function, out);
-  JudgeSlowdown(comm, function, p, base, j.end_ns, out);
+  JudgeSlowdown(comm, function, p, base, end_ns, out);
 }
 
 double StragglerDetector::P2pWaitFraction(const Worker& w, const std::string& job,
@@ -169,7 +191,8 @@ double StragglerDetector::BusyNs(const std::string& worker_key, int64_t span) co
   return std::max(0.0, static_cast<double>(span) - in_ops);
 }
 
-double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t span) const {
+double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t span,
+                                    BusyCache& cache) const {
   const std::string key = WorkerKey(comm.job, comm.workers[rank]);
   auto it = ops_.find(key);
   if (it == ops_.end()) return 0;
@@ -184,12 +207,19 @@ double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t spa
   }
   auto peers = comms_.find(largest);
   if (peers == comms_.end()) return 0;
+  auto [members, fresh] = cache.try_emplace(largest);
+  if (fresh) {
+    members->second.reserve(peers->second.workers.size());
+    for (const Worker& w : peers->second.workers) {
+      std::string k = WorkerKey(peers->second.job, w);
+      const double b = BusyNs(k, span);
+      members->second.emplace_back(std::move(k), b);
+    }
+  }
   std::vector<double> others;
-  for (const Worker& w : peers->second.workers) {
-    const std::string k = WorkerKey(peers->second.job, w);
-    if (k == key) continue;
-    double b = BusyNs(k, span);
-    if (b >= 0) others.push_back(b);
+  others.reserve(members->second.size());
+  for (const auto& [k, b] : members->second) {
+    if (k != key && b >= 0) others.push_back(b);
   }
   const double mine = BusyNs(key, span);
   const double median = Median(others);
@@ -197,89 +227,95 @@ double StragglerDetector::BusyRatio(const Comm& comm, uint32_t rank, int64_t spa
   return mine / median;
 }
 
-void StragglerDetector::Judge(Comm& comm, const std::string& function, std::vector<Finding>& out) {
-  // While a straggler is open, only the window that flagged it can resolve or update it.
-  if (comm.flagged >= 0 && function != comm.flagged_function) return;
-  const std::deque<Judged>& window = comm.windows[function];
+void StragglerDetector::Emit(const Comm& comm, const std::string& function, uint32_t rank,
+                             bool active, double score, double wait_fraction,
+                             double victim_fraction, int count, std::vector<Finding>& out) const {
+  const std::deque<Judged>& window = comm.windows.at(function).instances;
   const int n = static_cast<int>(window.size());
-  std::map<int32_t, int> late;
-  std::map<int32_t, int64_t> caused;
+  Finding f;
+  f.kind = IncidentKind::kStraggler;
+  f.entity = EntityOf(comm, rank);
+  f.at = absl::FromUnixNanos(window.back().end_ns);
+  f.active = active;
+  f.severity = wait_fraction >= 0.2 ? Severity::kCritical : Severity::kWarning;
+  f.evidence["score"] = score;
+  f.evidence["late_instances"] = count;
+  f.evidence["window_instances"] = n;
+  f.evidence["wait_fraction"] = wait_fraction;
+  f.evidence["p2p_wait_fraction"] = victim_fraction;
+  f.evidence["comm_rank"] = rank;
+  std::vector<double> lateness;
   for (const Judged& j : window) {
-    if (j.last_rank < 0) continue;
-    ++late[j.last_rank];
-    caused[j.last_rank] += j.gap_ns;
-  }
-  int32_t top = -1;
-  int top_count = 0;
-  for (const auto& [rank, count] : late) {
-    if (count > top_count) {
-      top = rank;
-      top_count = count;
+    for (const Late& l : j.late) {
+      if (l.rank == static_cast<int32_t>(rank)) lateness.push_back(l.lateness_ns / 1e6);
     }
   }
-  const int64_t span = window.back().end_ns - window.front().begin_ns;
-  const auto emit = [&](uint32_t rank, bool active, double score, double wait_fraction,
-                        double victim_fraction, int count) {
-    Finding f;
-    f.kind = IncidentKind::kStraggler;
-    f.entity = EntityOf(comm, rank);
-    f.at = absl::FromUnixNanos(window.back().end_ns);
-    f.active = active;
-    f.severity = wait_fraction >= 0.2 ? Severity::kCritical : Severity::kWarning;
-    f.evidence["score"] = score;
-    f.evidence["late_instances"] = count;
-    f.evidence["window_instances"] = n;
-    f.evidence["wait_fraction"] = wait_fraction;
-    f.evidence["p2p_wait_fraction"] = victim_fraction;
-    f.evidence["comm_rank"] = rank;
-    std::vector<double> gaps;
-    for (const Judged& j : window) {
-      if (j.last_rank == static_cast<int32_t>(rank)) gaps.push_back(j.gap_ns / 1e6);
-    }
-    f.evidence["margin_ms"] = Median(gaps);
-    const Worker& w = comm.workers[rank];
-    const std::string pod =
-        w.pod.empty() ? "" : absl::StrCat(" (pod ", w.pod_namespace, "/", w.pod, ")");
-    f.summary = absl::StrFormat(
-        "rank %s%s of job %s arrived last in %d of the last %d %s on %s, by %.1f ms "
-        "(median); the others waited %.0f%% of the time",
-        f.entity["rank"], pod, comm.job, count, n, function, comm.name, f.evidence["margin_ms"],
-        100 * std::min(1.0, wait_fraction));
-    out.push_back(std::move(f));
-  };
+  f.evidence["margin_ms"] = Median(std::move(lateness));
+  const Worker& w = comm.workers[rank];
+  const std::string pod =
+      w.pod.empty() ? "" : absl::StrCat(" (pod ", w.pod_namespace, "/", w.pod, ")");
+  f.summary = absl::StrFormat(
+      "rank %s%s of job %s arrived late in %d of the last %d %s on %s, by %.1f ms (median, "
+      "behind the communicator's median rank); the others waited %.0f%% of the time",
+      f.entity["rank"], pod, comm.job, count, n, function, comm.name, f.evidence["margin_ms"],
+      100 * std::min(1.0, wait_fraction));
+  out.push_back(std::move(f));
+}
 
-  if (comm.flagged >= 0) {
-    const int count = late.count(comm.flagged) ? late[comm.flagged] : 0;
-    if (n >= options_.window && count <= options_.resolve_fraction * n) {
-      emit(comm.flagged, false, static_cast<double>(count) / n, 0, 0, count);
-      comm.flagged = -1;
-      --open_stragglers_[comm.job];
-    } else if (top != comm.flagged || span <= 0) {
-      return;  // keep it open; a different rank must first lose its lead
-    } else {
-      const double score = static_cast<double>(count) / n;
-      if (std::abs(score - comm.flagged_score) >= 0.1) {  // an update worth telling
-        comm.flagged_score = score;
-        const double wf = static_cast<double>(caused[top]) / static_cast<double>(span);
-        emit(comm.flagged, true, score, wf, P2pWaitFraction(comm.workers[top], comm.job, span),
-             count);
-      }
+void StragglerDetector::Judge(Comm& comm, const std::string& function, std::vector<Finding>& out) {
+  const Window& window = comm.windows[function];
+  if (window.instances.empty()) return;
+  const int n = static_cast<int>(window.instances.size());
+  const int64_t span = window.instances.back().end_ns - window.instances.front().begin_ns;
+  const auto wait_fraction = [&](int32_t rank) {
+    auto it = window.tally.find(rank);
+    if (it == window.tally.end() || span <= 0) return 0.0;
+    return static_cast<double>(it->second.lateness_ns) / static_cast<double>(span);
+  };
+  // The open findings this function's window flagged: each resolves or updates on its own count,
+  // whoever else is late meanwhile.
+  for (auto it = comm.flagged.begin(); it != comm.flagged.end();) {
+    const int32_t rank = it->first;
+    Flag& flag = it->second;
+    if (flag.function != function) {
+      ++it;
+      continue;
     }
-    return;
+    const int count = window.CountOf(rank);
+    const double score = static_cast<double>(count) / n;
+    if (n >= options_.window && count <= options_.resolve_fraction * n) {
+      Emit(comm, function, static_cast<uint32_t>(rank), false, score, 0, 0, count, out);
+      it = comm.flagged.erase(it);
+      --open_stragglers_[comm.job];
+      continue;
+    }
+    if (span > 0 && std::abs(score - flag.score) >= 0.1) {  // an update worth telling
+      flag.score = score;
+      Emit(comm, function, static_cast<uint32_t>(rank), true, score, wait_fraction(rank),
+           P2pWaitFraction(comm.workers[rank], comm.job, span), count, out);
+    }
+    ++it;
   }
-  if (top < 0 || span <= 0) return;
-  if (top_count < options_.min_count || top_count < options_.min_last_fraction * n) return;
-  const double wait_fraction = static_cast<double>(caused[top]) / static_cast<double>(span);
-  if (wait_fraction < options_.min_wait_fraction) return;
-  const double victim = P2pWaitFraction(comm.workers[top], comm.job, span);
-  if (victim >= options_.victim_wait_fraction) return;  // waiting on its pipeline peer: a victim
-  const double busy_ratio = BusyRatio(comm, static_cast<uint32_t>(top), span);
-  if (busy_ratio < options_.min_busy_ratio) return;  // no slower than its peers: structural order
-  comm.flagged = top;
-  comm.flagged_function = function;
-  ++open_stragglers_[comm.job];
-  comm.flagged_score = static_cast<double>(top_count) / n;
-  emit(static_cast<uint32_t>(top), true, comm.flagged_score, wait_fraction, victim, top_count);
+  if (span <= 0) return;
+  // New stragglers: a rank's count only grows when it is late, so the ranks late in the newest
+  // instance are the only ones that can have just qualified.
+  BusyCache busy;
+  for (const Late& l : window.instances.back().late) {
+    if (comm.flagged.count(l.rank)) continue;  // open already (from this or another function)
+    const int count = window.CountOf(l.rank);
+    if (count < options_.min_count || count < options_.min_last_fraction * n) continue;
+    const double wf = wait_fraction(l.rank);
+    if (wf < options_.min_wait_fraction) continue;
+    const double victim = P2pWaitFraction(comm.workers[l.rank], comm.job, span);
+    if (victim >= options_.victim_wait_fraction) continue;  // waiting on its pipeline peer
+    const double busy_ratio = BusyRatio(comm, static_cast<uint32_t>(l.rank), span, busy);
+    if (busy_ratio < options_.min_busy_ratio) continue;  // no slower than its peers: structural
+    Flag& flag = comm.flagged[l.rank];
+    flag.function = function;
+    flag.score = static_cast<double>(count) / n;
+    ++open_stragglers_[comm.job];
+    Emit(comm, function, static_cast<uint32_t>(l.rank), true, flag.score, wf, victim, count, out);
+  }
 }
 
 void StragglerDetector::JudgeSlowdown(Comm& comm, const std::string& function, const Pending& p,

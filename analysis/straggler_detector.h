@@ -1,18 +1,22 @@
 // Stragglers, culprit not victim.
 //
-// In a collective every rank waits for the last one to arrive, so the late rank shows the
-// *shortest* kernel time and the others the longest. Per communicator and per collective instance
-// (communicator, function, sequence number) the detector finds the rank that arrived last and by
-// how much (the gap to the second-last arrival: from arrival times when every rank's clock is
-// marked synchronised, else from kernel durations, each measured on the rank's own clock).
+// In a collective every rank waits for the last one to arrive, so a late rank shows a *shorter*
+// kernel time than the others. Per communicator and per collective instance (communicator,
+// function, sequence number) the detector measures every rank's lateness against the bulk of its
+// communicator: its arrival minus the median arrival (from arrival times when every rank's clock
+// is marked synchronised, else the median kernel duration minus its own, each measured on the
+// rank's own clock). Several ranks can be late in one instance, each judged on its own: k slow
+// ranks are k stragglers, and one rank's lateness does not hide another's. The median is found
+// once per completed instance (nth_element, linear in the communicator's size).
 //
 // A rank is a straggler when, over the last `window` instances of one function of its
 // communicator (each collective of a step judged on its own: an all-gather right after the
 // optimizer shows nothing, the reduce-scatter after the backward pass shows the late rank),
-//  - it arrived last by a clear margin (gap ≥ max(min_margin, min_margin_ratio × the instance's
+//  - it was late by a clear margin (lateness ≥ max(min_margin, min_margin_ratio × the instance's
 //    own collective time)) in at least `min_last_fraction` of them, and at least `min_count`;
-//  - the time the others spent waiting for it is at least `min_wait_fraction` of the window's
-//    wall time (a rank that is consistently 10 ms late in a 3 s iteration costs nothing);
+//  - the time the bulk spent waiting for it (its lateness, summed) is at least
+//    `min_wait_fraction` of the window's wall time (a rank that is consistently 10 ms late in a
+//    3 s iteration costs nothing);
 //  - it is not itself waiting on someone else: a rank that spends at least
 //    `victim_wait_fraction` of that time blocked in point-to-point transfers (a pipeline stage
 //    waiting on the stage before it) is a victim, not the culprit — the culprit is upstream;
@@ -22,7 +26,9 @@
 //    be structural: in a communicator that spans pipeline stages (the embedding all-reduce of the
 //    first and last stage) one side always arrives last, by the pipeline's schedule, on every
 //    data-parallel replica alike.
-// It resolves when it was last by a margin in at most `resolve_fraction` of the last `window`.
+// Each flagged rank has its own finding. It resolves when it was late by a margin in at most
+// `resolve_fraction` of the last `window` instances of the function that flagged it, whoever else
+// is late meanwhile.
 //
 // job_slowdown: per (communicator, function, size class) the collective's own time (the shortest
 // kernel time of an instance: pure transfer, nobody waiting) against the job's baseline (median
@@ -52,8 +58,8 @@ struct StragglerOptions {
   double min_last_fraction = 0.6;   // ... and at least this fraction of the window
   double resolve_fraction = 0.2;    // resolved when late in at most this fraction of a full window
   absl::Duration min_margin = absl::Microseconds(200);
-  double min_margin_ratio = 0.5;    // gap ≥ ratio × the instance's collective time
-  double min_wait_fraction = 0.02;  // others' wait ≥ 2 % of the window's wall time
+  double min_margin_ratio = 0.5;    // lateness ≥ ratio × the instance's collective time
+  double min_wait_fraction = 0.02;  // the bulk's wait ≥ 2 % of the window's wall time
   double victim_wait_fraction = 0.25;
   double min_busy_ratio = 1.03;
   size_t max_pending_per_comm = 4096;  // instances waiting for their last rank
@@ -94,12 +100,33 @@ class StragglerDetector {
     int64_t first_ns = 0;
     uint64_t bytes = 0;
   };
+  struct Late {
+    int32_t rank;        // comm rank
+    int64_t lateness_ns;  // behind the median arrival
+  };
   struct Judged {
-    int32_t last_rank = -1;  // -1: no clear late arrival
-    int64_t gap_ns = 0;
-    int64_t end_ns = 0;      // when the instance completed (latest stop)
-    int64_t begin_ns = 0;    // earliest start
+    std::vector<Late> late;  // the ranks late by a clear margin, if any
+    int64_t end_ns = 0;      // when the instance completed (rank 0's stop)
+    int64_t begin_ns = 0;    // rank 0's start
     int64_t span_ns = 0;     // the longest kernel time: the instance's duration
+  };
+  // The last `window` instances of one function, and per rank how often and by how much it was
+  // late in them (kept as instances enter and leave, so judging costs no pass over the window).
+  struct Window {
+    struct Tally {
+      int count = 0;
+      int64_t lateness_ns = 0;
+    };
+    std::deque<Judged> instances;
+    std::map<int32_t, Tally> tally;  // only ranks late at least once in the window
+    int CountOf(int32_t rank) const {
+      auto it = tally.find(rank);
+      return it == tally.end() ? 0 : it->second.count;
+    }
+  };
+  struct Flag {
+    std::string function;  // the function whose window flagged it
+    double score = 0;
   };
   struct Worker {
     std::string host;
@@ -118,11 +145,9 @@ class StragglerDetector {
     std::string name;
     uint32_t nranks = 0;
     std::map<std::pair<std::string, uint64_t>, Pending> pending;  // (function, seq)
-    std::map<std::string, std::deque<Judged>> windows;  // by function
+    std::map<std::string, Window> windows;  // by function
     std::vector<Worker> workers;  // by comm rank
-    int32_t flagged = -1;         // comm rank with an open straggler finding
-    std::string flagged_function; // the function whose window flagged it
-    double flagged_score = 0;
+    std::map<int32_t, Flag> flagged;  // comm ranks with an open straggler finding
     std::map<std::tuple<std::string, int>, SizeClass> sizes;  // (function, log2 bytes)
     // Per function, per comm rank: moving average (over about `window` instances) of the share of
     // its kernel time spent waiting for the others; negative until its first instance.
@@ -141,14 +166,21 @@ class StragglerDetector {
 
   void Complete(Comm& comm, const std::string& function, const Pending& p, std::vector<Finding>& out);
   void Judge(Comm& comm, const std::string& function, std::vector<Finding>& out);
+  void Emit(const Comm& comm, const std::string& function, uint32_t rank, bool active,
+            double score, double wait_fraction, double victim_fraction, int count,
+            std::vector<Finding>& out) const;
   void JudgeSlowdown(Comm& comm, const std::string& function, const Pending& p, int64_t base_ns,
                      int64_t end_ns, std::vector<Finding>& out);
   // Fraction of the worker's most recent `span_ns` spent in point-to-point operations, and its
   // busy time (outside any recorded operation) over that span.
   double P2pWaitFraction(const Worker& w, const std::string& job, int64_t span_ns) const;
   double BusyNs(const std::string& worker_key, int64_t span_ns) const;
+  // Busy times over one span of every member of a communicator ((job, comm_id) → (worker key,
+  // busy ns; -1 unknown)), computed once per judgement however many candidates need them.
+  using BusyCache = std::map<std::pair<std::string, uint64_t>,
+                             std::vector<std::pair<std::string, double>>>;
   // busy(candidate) / median busy of the other members of its largest communicator; 0 if unknown.
-  double BusyRatio(const Comm& comm, uint32_t rank, int64_t span_ns) const;
+  double BusyRatio(const Comm& comm, uint32_t rank, int64_t span_ns, BusyCache& cache) const;
   void LogOp(const CollectiveObservation& obs);
   std::map<std::string, std::string> EntityOf(const Comm& comm, uint32_t rank) const;
   static std::string WorkerKey(const std::string& job, const Worker& w);

@@ -98,11 +98,11 @@ const std::vector<AnalysisMetricSpec>& AnalysisMetricCatalog() {
        "CNPs handled per second by the reaction point (DCQCN throttling) over the latest "
        "interval (hw_counters rp_cnp_handled)."},
       {kScore, MetricType::Gauge, "job, rank, node",
-       "Fraction of the straggler detector's recent collectives in which the rank arrived last "
+       "Fraction of the straggler detector's recent collectives in which the rank arrived late "
        "(the highest over its communicators); near 1: it holds the others back."},
       {kLag, MetricType::Gauge, "job, rank, node",
-       "Median lag of the rank behind the next-latest rank when it arrived last, as a fraction "
-       "of the collective's duration (0 if never last)."},
+       "Median lag of the rank behind the communicator's median arrival when it arrived late, "
+       "as a fraction of the collective's duration (0 if never late)."},
       {kWait, MetricType::Gauge, "job, rank, node",
        "Share of the rank's collective time spent waiting for the others (low for the culprit, "
        "high for its victims)."},

@@ -36,10 +36,10 @@ const std::vector<FlagSpec>& Specs() {
 constexpr char kUsage[] =
     "Usage: ringside stragglers [--job J] [--window DURATION] [--limit N]\n"
     "\n"
-    "Ranks by how often they arrive last at their collectives (everyone else waits for them):\n"
+    "Ranks by how often they arrive late at their collectives (everyone else waits for them):\n"
     "  POD        the Kubernetes pod running the rank (namespace/pod), when the plugin knew it\n"
-    "  SCORE      share of recent collectives in which the rank arrived last\n"
-    "  MARGIN     median lag behind the next-latest rank, as a share of the collective\n"
+    "  SCORE      share of recent collectives in which the rank arrived late\n"
+    "  MARGIN     median lag behind the median rank, as a share of the collective\n"
     "  WAIT       share of the collective the rank spent waiting (low = the culprit)\n"
     "  INCIDENT   the open straggler incident that names the rank, if any\n"
     "\n"

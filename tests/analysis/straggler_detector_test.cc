@@ -161,7 +161,9 @@ TEST(StragglerDetectorTest, FivePercentSlowerRankFlaggedWithin100Collectives) {
   ASSERT_GT(o.first_open_at, 0);
   EXPECT_LE(o.first_open_at, 100);
   for (const Finding& f : o.findings) {
-    if (f.kind == IncidentKind::kStraggler) EXPECT_EQ(f.entity.at("rank"), "11");
+    if (f.kind == IncidentKind::kStraggler) {
+      EXPECT_EQ(f.entity.at("rank"), "11");
+    }
   }
 }
 
