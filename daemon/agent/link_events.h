@@ -4,6 +4,7 @@
 #ifndef RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
 #define RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "collectors/common/link_event.h"
 #include "collectors/netlink/link_watcher.h"
 #include "collectors/verbs/port_events.h"
@@ -57,22 +59,39 @@ class LinkEventLog {
 // Owns the event sources and the thread that waits on them.
 class LinkEventReader {
  public:
+  struct Options {
+    // How often the verbs watcher looks for RDMA devices that appeared or came back after a
+    // removal (unplug, driver reload, firmware reset).
+    absl::Duration verbs_rescan = absl::Seconds(10);
+  };
   // Either source may be null (not available on this host).
   LinkEventReader(LinkEventLog* log, std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
-                  std::unique_ptr<collectors::VerbsPortWatcher> verbs);
+                  std::unique_ptr<collectors::VerbsPortWatcher> verbs, Options options);
+  LinkEventReader(LinkEventLog* log, std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
+                  std::unique_ptr<collectors::VerbsPortWatcher> verbs)
+      : LinkEventReader(log, std::move(netlink), std::move(verbs), Options()) {}
   ~LinkEventReader();  // stops and joins the thread
   void Start();
 
   uint64_t netlink_overflows() const;
+  // poll() calls the thread has made: a handful per second when idle, whatever the descriptors do.
+  uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
+  // RDMA devices closed after their async fd failed, and reopened when they came back.
+  uint64_t verbs_removals() const { return verbs_removals_.load(std::memory_order_relaxed); }
+  uint64_t verbs_reopens() const { return verbs_reopens_.load(std::memory_order_relaxed); }
 
  private:
   void Loop();
 
   LinkEventLog* log_;
+  const Options options_;
   std::unique_ptr<collectors::NetlinkLinkWatcher> netlink_;
   std::unique_ptr<collectors::VerbsPortWatcher> verbs_;
   int stop_pipe_[2] = {-1, -1};
   std::thread thread_;
+  std::atomic<uint64_t> polls_{0};
+  std::atomic<uint64_t> verbs_removals_{0};
+  std::atomic<uint64_t> verbs_reopens_{0};
 };
 
 }  // namespace ringside::daemon

@@ -280,9 +280,9 @@ int main(int argc, char** argv) {
       LogLine(absl::StrCat("netlink link events off: ", w.status().ToString()));
     }
     std::unique_ptr<ringside::collectors::VerbsPortWatcher> verbs;
-    if (auto v = ringside::collectors::VerbsPortWatcher::Open(); v.ok() && (*v)->devices() > 0) {
-      verbs = std::move(*v);
-    }
+    // Kept even with no device yet: it rescans, so a device that appears (or comes back after a
+    // driver reload or firmware reset) is watched without restarting the agent.
+    if (auto v = ringside::collectors::VerbsPortWatcher::Open(); v.ok()) verbs = std::move(*v);
     link_reader = std::make_unique<ringside::daemon::LinkEventReader>(&link_log, std::move(netlink),
                                                                       std::move(verbs));
     link_reader->Start();
