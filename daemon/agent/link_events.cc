@@ -57,6 +57,12 @@ LinkEventReader::LinkEventReader(LinkEventLog* log,
                                  Options options)
     : log_(log), options_(options), netlink_(std::move(netlink)), verbs_(std::move(verbs)) {
   if (::pipe2(stop_pipe_, O_CLOEXEC) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
+  has_netlink_ = netlink_ != nullptr;
+  has_verbs_ = verbs_ != nullptr;
+  if (netlink_) {
+    nl_rcvbuf_ = netlink_->receive_buffer_bytes();
+    nl_rcvbuf_wanted_ = netlink_->receive_buffer_wanted();
+  }
 }
 
 LinkEventReader::~LinkEventReader() {
@@ -68,10 +74,6 @@ LinkEventReader::~LinkEventReader() {
 }
 
 void LinkEventReader::Start() { thread_ = std::thread([this] { Loop(); }); }
-
-uint64_t LinkEventReader::netlink_overflows() const {
-  return netlink_ ? netlink_->overflows() : 0;
-}
 
 void LinkEventReader::Loop() {
   constexpr short kFailed = POLLERR | POLLHUP | POLLNVAL;
@@ -91,6 +93,7 @@ void LinkEventReader::Loop() {
       const int64_t until = absl::ToInt64Milliseconds(next_rescan - absl::Now());
       timeout_ms = static_cast<int>(std::clamp<int64_t>(until, 0, timeout_ms));
     }
+    if (netlink_ && netlink_->resync_owed()) timeout_ms = std::min(timeout_ms, 200);
     polls_.fetch_add(1, std::memory_order_relaxed);
     const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) return;
@@ -107,6 +110,12 @@ void LinkEventReader::Loop() {
         }
         verbs_->Drain(received, events);
       }
+    }
+    if (netlink_) {
+      netlink_->Tick(received);  // a refused resync dump, asked again
+      nl_overflows_.store(netlink_->overflows(), std::memory_order_relaxed);
+      nl_dump_errors_.store(netlink_->dump_errors(), std::memory_order_relaxed);
+      nl_vanished_.store(netlink_->vanished(), std::memory_order_relaxed);
     }
     if (verbs_ && received >= next_rescan) {
       verbs_->Rescan(received, events);

@@ -73,7 +73,17 @@ class LinkEventReader {
   ~LinkEventReader();  // stops and joins the thread
   void Start();
 
-  uint64_t netlink_overflows() const;
+  // Netlink receive-queue overflows (ENOBUFS), resync dumps the kernel refused, interfaces
+  // forgotten because a resync dump no longer listed them.
+  uint64_t netlink_overflows() const { return nl_overflows_.load(std::memory_order_relaxed); }
+  uint64_t netlink_dump_errors() const { return nl_dump_errors_.load(std::memory_order_relaxed); }
+  uint64_t netlink_vanished() const { return nl_vanished_.load(std::memory_order_relaxed); }
+  // The netlink receive buffer granted and asked for (0 without netlink); capped by rmem_max when
+  // granted < wanted. Fixed at construction.
+  int netlink_receive_buffer_bytes() const { return nl_rcvbuf_; }
+  int netlink_receive_buffer_wanted() const { return nl_rcvbuf_wanted_; }
+  bool has_netlink() const { return has_netlink_; }
+  bool has_verbs() const { return has_verbs_; }
   // poll() calls the thread has made: a handful per second when idle, whatever the descriptors do.
   uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
   // RDMA devices closed after their async fd failed, and reopened when they came back.
@@ -90,6 +100,13 @@ class LinkEventReader {
   int stop_pipe_[2] = {-1, -1};
   std::thread thread_;
   std::atomic<uint64_t> polls_{0};
+  std::atomic<uint64_t> nl_overflows_{0};
+  std::atomic<uint64_t> nl_dump_errors_{0};
+  std::atomic<uint64_t> nl_vanished_{0};
+  int nl_rcvbuf_ = 0;
+  int nl_rcvbuf_wanted_ = 0;
+  bool has_netlink_ = false;
+  bool has_verbs_ = false;
   std::atomic<uint64_t> verbs_removals_{0};
   std::atomic<uint64_t> verbs_reopens_{0};
 };
