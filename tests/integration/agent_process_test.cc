@@ -145,6 +145,17 @@ TEST_F(AgentProcessTest, MetricsPassPromtoolAndFollowTheTree) {
   auto cycles = p.Find("ringside_agent_cycles_total", {{"node", "n01"}});
   ASSERT_EQ(cycles.size(), 1u);
   EXPECT_GT(cycles[0].value, 5);
+  // The link-event sources' own health: the netlink socket's granted buffer (asked 4 MiB, with
+  // SO_RCVBUFFORCE first) and whether it was capped; verbs device removals, watched even with no
+  // RDMA device yet.
+  auto rcvbuf = p.Find("ringside_agent_netlink_receive_buffer_bytes", {{"node", "n01"}});
+  ASSERT_EQ(rcvbuf.size(), 1u);
+  EXPECT_GT(rcvbuf[0].value, 0);
+  auto capped = p.Find("ringside_agent_netlink_receive_buffer_capped", {{"node", "n01"}});
+  ASSERT_EQ(capped.size(), 1u);
+  EXPECT_EQ(capped[0].value, rcvbuf[0].value < (4 << 20) ? 1 : 0);
+  EXPECT_EQ(p.Find("ringside_agent_netlink_overflows_total", {{"node", "n01"}}).size(), 1u);
+  EXPECT_EQ(p.Find("ringside_agent_verbs_device_removals_total", {{"node", "n01"}}).size(), 1u);
 
   agent->Signal(SIGTERM);
   EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Stderr();
