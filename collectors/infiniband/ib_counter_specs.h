@@ -27,8 +27,12 @@ CounterSpec PmaCounterSpec(absl::string_view name, bool extended_width);
 // A file in ports/<n>/counters_ext/ (mlx4, kernels before 4.5): all 64-bit.
 CounterSpec PmaExtCounterSpec(absl::string_view name);
 
-// A file in ports/<n>/hw_counters/. mlx5 Q counters are 32-bit and wrap; congestion and optional
-// counters are 64-bit; `lifespan` is a gauge in ms. Unknown names: 64-bit counters.
+// A file in ports/<n>/hw_counters/: a 64-bit counter whatever the hardware register's width.
+// The kernel prints a u64 sum (core/sysfs.c print_hw_stat): the port's Q counter (32-bit in mlx5)
+// plus every bound per-QP counter and the history of freed ones, so after `rdma statistic qp set
+// ... auto` a "32-bit" Q counter passes 2^32 - 1 without wrapping. `lifespan` is a gauge in ms.
+// Switchdev names (`vport_<name>`) are their base name's. Unknown names: 64-bit counters.
+CounterSpec HwCounterSpec(absl::string_view name);
 CounterSpec HwCounterSpec(absl::string_view name);
 
 }  // namespace ringside::collectors

@@ -161,6 +161,18 @@ TEST(EthtoolNamesTest, UnitsPrioritiesAndKinds) {
   EXPECT_EQ(EthtoolUnit("rx_packets_phy"), Unit::kPackets);
   EXPECT_EQ(EthtoolUnit("rx_prio3_pause"), Unit::kCount);
   EXPECT_EQ(EthtoolUnit("link_down_events_phy"), Unit::kCount);
+  // The size histogram counts packets per size bin, not bytes (mlx5 counters.rst).
+  EXPECT_EQ(EthtoolUnit("rx_64_bytes_phy"), Unit::kPackets);
+  EXPECT_EQ(EthtoolUnit("rx_65_to_127_bytes_phy"), Unit::kPackets);
+  EXPECT_EQ(EthtoolUnit("rx_8192_to_10239_bytes_phy"), Unit::kPackets);
+  EXPECT_EQ(EthtoolUnit("tx_bytes_phy"), Unit::kBytes);
+  EXPECT_EQ(EthtoolUnit("tx_prio7_bytes"), Unit::kBytes);
+  // mlx5 fills a few from 32-bit sources: they wrap at 2^32 inside the u64.
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "link_down_events_phy").width, 32);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "outbound_pci_stalled_rd_events").width, 32);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "rx_pci_signal_integrity").width, 32);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "rx_bytes_phy").width, 64);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "outbound_pci_stalled_rd").width, 0);  // a gauge
 
   EXPECT_EQ(EthtoolPriority("rx_prio3_pause"), 3);
   EXPECT_EQ(EthtoolPriority("tx_prio0_bytes"), 0);
