@@ -60,37 +60,37 @@ constexpr std::array<Entry, 8> kPmaExt = {{
     {"port_multicast_rcv_packets", 64, Unit::kPackets},
 }};
 
-// mlx5 hw_counters (reference §4.2; hw/mlx5/counters.c). The register widths are in the comments;
-// the files are all 64-bit sums (see HwCounterSpec). The op counters (cc_*, rdma_tx/rx_*) are
+// mlx5 hw_counters (reference §4.2; hw/mlx5/counters.c) with their register widths; the files are
+// all 64-bit sums (see HwCounterSpec). The op counters (cc_*, rdma_tx/rx_*) are
 // IB_STAT_FLAG_OPTIONAL: sysfs never shows them (only RDMA netlink does), so they are not here.
 constexpr std::array<Entry, 32> kHw = {{
     // Q counters: 32-bit registers (basic, out_of_seq, retrans, extended_err, roce_accl).
-    {"rx_write_requests", 64, Unit::kCount},
-    {"rx_read_requests", 64, Unit::kCount},
-    {"rx_atomic_requests", 64, Unit::kCount},
-    {"out_of_buffer", 64, Unit::kCount},
-    {"rx_dct_connect", 64, Unit::kCount},
-    {"out_of_sequence", 64, Unit::kPackets},
-    {"duplicate_request", 64, Unit::kPackets},
-    {"rnr_nak_retry_err", 64, Unit::kCount},
-    {"packet_seq_err", 64, Unit::kCount},
-    {"implied_nak_seq_err", 64, Unit::kCount},
-    {"local_ack_timeout_err", 64, Unit::kCount},
-    {"resp_local_length_error", 64, Unit::kCount},
-    {"resp_cqe_error", 64, Unit::kCount},
-    {"req_cqe_error", 64, Unit::kCount},
-    {"req_remote_invalid_request", 64, Unit::kCount},
-    {"req_remote_access_errors", 64, Unit::kCount},
-    {"resp_remote_access_errors", 64, Unit::kCount},
-    {"resp_cqe_flush_error", 64, Unit::kCount},
-    {"req_cqe_flush_error", 64, Unit::kCount},
-    {"req_transport_retries_exceeded", 64, Unit::kCount},
-    {"req_rnr_retries_exceeded", 64, Unit::kCount},
-    {"roce_adp_retrans", 64, Unit::kCount},
-    {"roce_adp_retrans_to", 64, Unit::kCount},
-    {"roce_slow_restart", 64, Unit::kCount},
-    {"roce_slow_restart_cnps", 64, Unit::kCount},
-    {"roce_slow_restart_trans", 64, Unit::kCount},
+    {"rx_write_requests", 32, Unit::kCount},
+    {"rx_read_requests", 32, Unit::kCount},
+    {"rx_atomic_requests", 32, Unit::kCount},
+    {"out_of_buffer", 32, Unit::kCount},
+    {"rx_dct_connect", 32, Unit::kCount},
+    {"out_of_sequence", 32, Unit::kPackets},
+    {"duplicate_request", 32, Unit::kPackets},
+    {"rnr_nak_retry_err", 32, Unit::kCount},
+    {"packet_seq_err", 32, Unit::kCount},
+    {"implied_nak_seq_err", 32, Unit::kCount},
+    {"local_ack_timeout_err", 32, Unit::kCount},
+    {"resp_local_length_error", 32, Unit::kCount},
+    {"resp_cqe_error", 32, Unit::kCount},
+    {"req_cqe_error", 32, Unit::kCount},
+    {"req_remote_invalid_request", 32, Unit::kCount},
+    {"req_remote_access_errors", 32, Unit::kCount},
+    {"resp_remote_access_errors", 32, Unit::kCount},
+    {"resp_cqe_flush_error", 32, Unit::kCount},
+    {"req_cqe_flush_error", 32, Unit::kCount},
+    {"req_transport_retries_exceeded", 32, Unit::kCount},
+    {"req_rnr_retries_exceeded", 32, Unit::kCount},
+    {"roce_adp_retrans", 32, Unit::kCount},
+    {"roce_adp_retrans_to", 32, Unit::kCount},
+    {"roce_slow_restart", 32, Unit::kCount},
+    {"roce_slow_restart_cnps", 32, Unit::kCount},
+    {"roce_slow_restart_trans", 32, Unit::kCount},
     // Congestion (read from the _high offsets) and extended PPCNT: 64-bit registers.
     {"rp_cnp_ignored", 64, Unit::kPackets},
     {"rp_cnp_handled", 64, Unit::kPackets},
@@ -144,7 +144,9 @@ CounterSpec HwCounterSpec(absl::string_view name) {
       spec.kind = SeriesKind::kGauge;
       return spec;
     }
-    return Make(*e, e->width, false);
+    CounterSpec spec = Make(*e, 64, false);  // the file: a u64 sum
+    if (e->width < 64) spec.term_width = e->width;
+    return spec;
   }
   return CounterSpec{};
 }

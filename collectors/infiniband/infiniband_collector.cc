@@ -88,6 +88,7 @@ void InfinibandCollector::DiscoverPort(const std::string& device, const std::str
     def.width = spec.width;
     def.unit = spec.unit;
     def.saturates = spec.saturates;
+    def.term_width = spec.term_width;
     table.defs.push_back(std::move(def));
     polled_.push_back(Polled{PolledFile(fs_, std::move(path)), parse});
   };

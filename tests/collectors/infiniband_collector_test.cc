@@ -142,6 +142,8 @@ TEST_F(InfinibandCollectorTest, RenamedDevicesGetWidthsFromTheDriverAndTheFiles)
   EXPECT_EQ(seq.value.raw, (uint64_t{1} << 32) + 5);
   EXPECT_EQ(seq.def->width, 64);
   EXPECT_FALSE(seq.def->saturates);
+  EXPECT_EQ(seq.def->term_width, 32);  // a sum of 32-bit Q counters: a ~2^32 drop is a wrap
+  EXPECT_EQ(series["infiniband_hw/rocep138s0f0/1/rp_cnp_handled"].def->term_width, 0);
   for (const char* name : {"vport_rx_write_requests", "req_transport_retries_exceeded"}) {
     const auto& f = series[absl::StrCat("infiniband_hw/rocep138s0f0/1/", name)];
     ASSERT_NE(f.def, nullptr) << name;
