@@ -1,6 +1,10 @@
 // The agent's link-transition log: events from netlink and libibverbs, read by one thread that
 // blocks on their descriptors (so each event is stamped as it arrives), kept in a bounded ring
 // with sequence numbers for the uploader, and counted per link for /metrics.
+//
+// A verbs device whose async fd polls POLLERR/POLLHUP (disassociated: unplug, driver reload,
+// firmware reset) is closed and its ports logged down, so the thread blocks again instead of
+// spinning; the verbs watcher looks for new or returning devices every `verbs_rescan`.
 #ifndef RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
 #define RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
 
