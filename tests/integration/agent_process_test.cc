@@ -316,6 +316,55 @@ TEST_F(AgentProcessTest, CollectiveRecordMetricsAreServedWhilePluginsStream) {
   EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Stderr();
 }
 
+// Devices as rdma-core's udev rules rename them, with hw_counters past 32 bits (per-QP counters
+// bound) and a NOIETF PMA (64-bit data, no unicast files): --once declares the widths the kernel
+// implies and /metrics serves the values as they are.
+TEST_F(AgentProcessTest, RenamedDevicesAnd64BitHwCounters) {
+  testing::TempDir tree;
+  sim::SysfsTreeWriter w(tree.path());
+  sim::HcaSpec roce;
+  roce.name = "rocep138s0f0";
+  roce.pci = "0000:8a:00.0";
+  roce.link_layer = "Ethernet";
+  roce.netdev = "ens1f0np0";
+  roce.hw_counter_start = (uint64_t{1} << 32) + 5;
+  roce.pma_unicast = false;
+  ASSERT_TRUE(w.AddHca(roce).ok());
+  ASSERT_TRUE(w.SetIbCounter("rocep138s0f0", 1, "port_rcv_data", 7).ok());
+  testing::RunResult once = testing::Run({BinaryPath("daemon/ringside-agent"), "--once", "-o",
+                                          "json", "--sysfs-root=" + tree.path(),
+                                          "--node-name=n03"});
+  ASSERT_EQ(once.exit_code, 0) << once.err;
+  EXPECT_NE(once.out.find("\"device\":\"rocep138s0f0\",\"port\":\"1\",\"counter\":"
+                          "\"out_of_sequence\",\"kind\":\"counter\",\"value\":4294967301,"
+                          "\"status\":\"ok\",\"unit\":\"packets\",\"width\":64"),
+            std::string::npos)
+      << once.out.substr(0, 3000);
+  EXPECT_NE(once.out.find("\"device\":\"rocep138s0f0\",\"port\":\"1\",\"counter\":"
+                          "\"port_rcv_data\",\"kind\":\"counter\",\"value\":7,\"status\":"
+                          "\"ok\",\"unit\":\"4-byte-words\",\"width\":64"),
+            std::string::npos);
+
+  testing::Process agent({BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
+                          "--listen=127.0.0.1:0", "--interval=20ms", "--node-name=n03"},
+                         out_.path());
+  ASSERT_TRUE(agent.WaitForStderr("serving /metrics", absl::Seconds(20))) << agent.Stderr();
+  std::smatch m;
+  std::string err = agent.Stderr();
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("\\(port ([0-9]+)\\)")));
+  const int port = std::stoi(m[1].str());
+  std::vector<testing::PromSample> seq;
+  ASSERT_TRUE(testing::Eventually([&] {
+    seq = testing::ParsePromText(testing::HttpGet(port, "/metrics"))
+              .Find("ringside_rdma_out_of_sequence_packets_total",
+                    {{"node", "n03"}, {"device", "rocep138s0f0"}, {"port", "1"}});
+    return !seq.empty();
+  }));
+  EXPECT_EQ(seq[0].value, 4294967301.0);
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(10)), 0);
+}
+
 TEST_F(AgentProcessTest, PortInUseIsAClearError) {
   std::unique_ptr<testing::Process> first;
   int port = StartAgent(first);
