@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringside::sim {
@@ -159,6 +160,11 @@ absl::Status SysfsTreeWriter::AddHca(const HcaSpec& spec) {
   }
   // The device/ link of an IB device points at its PCI function.
   if (absl::Status s = Link(Pci(spec.pci), dev + "/device"); !s.ok()) return s;
+  if (!spec.driver.empty()) {
+    const std::string drv = "bus/pci/drivers/" + spec.driver;
+    if (absl::Status s = MakeDirs(drv); !s.ok()) return s;
+    if (absl::Status s = Link(drv, Pci(spec.pci) + "/driver"); !s.ok()) return s;
+  }
 
   for (int port = 1; port <= spec.ports; ++port) {
     const std::string pd = absl::StrCat(dev, "/ports/", port);
@@ -170,12 +176,17 @@ absl::Status SysfsTreeWriter::AddHca(const HcaSpec& spec) {
     if (absl::Status s = WriteFile(pd + "/link_layer", spec.link_layer + "\n"); !s.ok()) return s;
     if (absl::Status s = WriteFile(pd + "/lid", "0x1\n"); !s.ok()) return s;
     for (const std::string& c : Mlx5PmaCounterNames()) {
+      if (!spec.pma_unicast && (absl::StartsWith(c, "unicast_") || absl::StartsWith(c, "multicast_"))) {
+        continue;
+      }
       if (absl::Status s = WriteFile(absl::StrCat(pd, "/counters/", c), "0\n"); !s.ok()) return s;
     }
     if (spec.hw_counters) {
       for (const std::string& c : Mlx5HwCounterNames(spec.congestion_counters)) {
         if (absl::Status s = WriteFile(absl::StrCat(pd, "/hw_counters/", c),
-                                       c == "lifespan" ? "10\n" : "0\n");
+                                       c == "lifespan"
+                                           ? std::string("10\n")
+                                           : absl::StrCat(spec.hw_counter_start, "\n"));
             !s.ok()) {
           return s;
         }

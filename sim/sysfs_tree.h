@@ -30,6 +30,16 @@ struct HcaSpec {
   std::string netdev;
   bool hw_counters = true;
   bool congestion_counters = true;  // np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_*
+  // The kernel driver bound to the PCI function (its `driver` link, which the RDMA device's
+  // device/driver resolves to); empty for none. The device name does not tell it: rdma-core's udev
+  // rules rename mlx5_0 to ibp<bus>s<slot>[f<fn>] (InfiniBand) or rocep<bus>s<slot>f<fn> (RoCE).
+  std::string driver = "mlx5_core";
+  // With the EXT_WIDTH PMA table's unicast_*/multicast_* files; false: the files of the 32-bit and
+  // the EXT_WIDTH_NOIETF tables (core/sysfs.c get_counter_table), which look the same.
+  bool pma_unicast = true;
+  // The first value of every hw_counters file (lifespan aside). The files are 64-bit sums: with
+  // per-QP counters bound, a 32-bit Q counter's file passes 2^32 - 1; tests start there.
+  uint64_t hw_counter_start = 0;
 };
 
 struct NetdevSpec {

@@ -57,6 +57,11 @@ struct SeriesDef {
   bool saturates = false;
   // The traffic priority of a per-priority series (ethtool `rx_prio3_pause` → 3); -1 if none.
   int8_t priority = -1;
+  // A counter of `width` bits that is a sum of wrapping counters of `term_width` bits (mlx5
+  // hw_counters: the port's 32-bit Q counter plus the bound per-QP ones, printed as a u64). A
+  // drop of more than 2^(term_width-1) and at most 2^term_width is one term wrapping, not a reset.
+  // 0: not a sum.
+  uint8_t term_width = 0;
 };
 
 // One value in one cycle.

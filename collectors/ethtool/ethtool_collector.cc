@@ -77,6 +77,7 @@ std::vector<std::string> EthtoolCollector::ListInterfaces(CycleErrors& errors) {
 
 void EthtoolCollector::SetNames(Iface& itf, std::vector<std::string> raw_names) {
   itf.raw_names = std::move(raw_names);
+  itf.last_raw.clear();
   itf.names.clear();
   itf.slot.assign(itf.raw_names.size(), -1);
   itf.duplicates = 0;
@@ -129,8 +130,23 @@ EthtoolCollector::Reading EthtoolCollector::ReadIoctl(Iface& itf, CycleErrors& e
   }
   if (stats->outcome == EthtoolStats::Outcome::kOk &&
       stats->values.size() == itf.raw_names.size()) {
-    r.kind = Reading::Kind::kValues;
-    r.raw_values = std::move(stats->values);
+    // A rename that keeps the count (mlx5: PFC moved from priority 3 to 4) is invisible to the
+    // count check, on every kernel. Its sign is a slot whose counter went backwards (the new
+    // name's counter is usually lower than the old one's): then re-read the names, and if they
+    // differ, skip this sample instead of filing its values under stale names.
+    bool backwards = false;
+    if (itf.last_raw.size() == stats->values.size()) {
+      for (size_t k = 0; k < stats->values.size() && !backwards; ++k) {
+        backwards = stats->values[k] < itf.last_raw[k];
+      }
+    }
+    itf.last_raw = stats->values;
+    if (!backwards || !RenamedInPlace(itf, errors, changed)) {
+      r.kind = Reading::Kind::kValues;
+      r.raw_values = std::move(stats->values);
+      return r;
+    }
+    r.kind = Reading::Kind::kSkipped;
     return r;
   }
   // The driver's set is no longer the one we hold names for: take the new names now and skip
@@ -151,6 +167,21 @@ EthtoolCollector::Reading EthtoolCollector::ReadIoctl(Iface& itf, CycleErrors& e
     rediscover_ = true;
   }
   return r;
+}
+
+bool EthtoolCollector::RenamedInPlace(Iface& itf, CycleErrors& errors, bool& changed) {
+  ++name_checks_;
+  absl::StatusOr<std::vector<std::string>> set = ioctl_->GetStringSet(itf.name);
+  if (!set.ok()) {
+    if (!absl::IsNotFound(set.status())) errors.Add(set.status());
+    rediscover_ = true;
+    return false;  // keep the sample: the count check just said the set is the one we hold
+  }
+  if (*set == itf.raw_names) return false;  // a real counter reset (driver reload)
+  SetNames(itf, *std::move(set));
+  itf.last_raw.clear();
+  changed = true;
+  return true;
 }
 
 absl::StatusOr<std::string> EthtoolCollector::ReadDumpFile(const std::string& ifname) {

@@ -16,7 +16,10 @@
 // stats the collector holds names for; when the driver's set changed, the collector re-reads that
 // interface's names, publishes a new table, and reports that one sample as unavailable (no error).
 // A change that keeps the count (PFC moved from one priority to another between two cycles) is
-// seen at the next rediscovery.
+// caught when any of the interface's counters goes backwards: the names are re-read then, and if
+// they differ the sample is skipped (a counter that went backwards under unchanged names is a
+// real reset and is kept). A same-count rename whose new counters are all at least the old ones
+// is seen at the next rediscovery.
 #ifndef RINGSIDE_COLLECTORS_ETHTOOL_ETHTOOL_COLLECTOR_H_
 #define RINGSIDE_COLLECTORS_ETHTOOL_ETHTOOL_COLLECTOR_H_
 
@@ -63,6 +66,8 @@ class EthtoolCollector final : public Collector {
   EthtoolCollector(EthtoolOptions options, FileSystem* fs = DefaultFileSystem(),
                    std::unique_ptr<EthtoolIoctl> ioctl = nullptr);
   absl::string_view name() const override { return "ethtool"; }
+  // Times a counter going backwards made the collector re-read an interface's names.
+  uint64_t name_checks() const { return name_checks_; }
   void Collect(absl::Time now, CollectorSnapshot& out, CycleErrors& errors) override;
 
  private:
@@ -76,6 +81,7 @@ class EthtoolCollector final : public Collector {
     size_t duplicates = 0;
     std::string pause_config = "unknown";
     size_t first_def = 0;  // where its defs start in the table
+    std::vector<uint64_t> last_raw;  // ioctl: the previous raw values, to see one go backwards
   };
   // One interface's reading in one cycle.
   struct Reading {
@@ -91,6 +97,8 @@ class EthtoolCollector final : public Collector {
   static void SetNames(Iface& itf, std::vector<std::string> raw_names);
   void DiscoverIoctl(Iface& itf, CycleErrors& errors);
   Reading ReadIoctl(Iface& itf, CycleErrors& errors, bool& changed);
+  // A counter went backwards: re-reads the names; true (and new names set) when they changed.
+  bool RenamedInPlace(Iface& itf, CycleErrors& errors, bool& changed);
   Reading ReadDump(Iface& itf, CycleErrors& errors, bool& changed);
   absl::StatusOr<std::string> ReadDumpFile(const std::string& ifname);
   void BuildTable();
@@ -101,6 +109,7 @@ class EthtoolCollector final : public Collector {
   std::vector<Iface> ifaces_;  // sorted by name
   absl::Time last_discovery_ = absl::InfinitePast();
   bool rediscover_ = false;
+  uint64_t name_checks_ = 0;
   std::shared_ptr<const SeriesTable> table_;
   std::map<std::string, std::string> dump_paths_;  // kDir: interface → its dump file
 };

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectors/common/file_system.h"
+#include "collectors/ethtool/guarded_buffer.h"
 
 namespace ringside::collectors {
 namespace {
@@ -55,19 +56,24 @@ class RealEthtoolIoctl final : public EthtoolIoctl {
       if (!count.ok()) return count.status();
       if (*count == 0) return std::vector<std::string>{};
 
-      const size_t capacity = *count + Headroom(*count);
-      std::vector<unsigned char> buf(abi::kGStringsDataOffset + capacity * abi::kStringLen, 0);
+      // Exactly `count` slots before a guard page: an old kernel whose set grew since GSSET_INFO
+      // faults (EFAULT) instead of writing past them.
+      unsigned char* buf = strings_buf_.Get(abi::kGStringsDataOffset + *count * abi::kStringLen);
+      if (buf == nullptr) return absl::ResourceExhaustedError("mmap for ETHTOOL_GSTRINGS");
       abi::GStringsHeader header{abi::kGetStrings, abi::kStringSetStats, *count};
-      std::memcpy(buf.data(), &header, sizeof(header));
-      if (absl::Status s = Call(ifname, buf.data(), "GSTRINGS"); !s.ok()) return s;
-      std::memcpy(&header, buf.data(), sizeof(header));
+      std::memcpy(buf, &header, sizeof(header));
+      if (absl::Status s = Call(ifname, buf, "GSTRINGS"); !s.ok()) {
+        if (errno_ == EFAULT) continue;  // grew past the buffer: size it again
+        return s;
+      }
+      std::memcpy(&header, buf, sizeof(header));
       if (header.len != *count) continue;  // the set changed after GSSET_INFO: ask again
 
       std::vector<std::string> names;
       names.reserve(header.len);
       for (size_t i = 0; i < header.len; ++i) {
-        const char* slot = reinterpret_cast<const char*>(buf.data() + abi::kGStringsDataOffset +
-                                                         i * abi::kStringLen);
+        const char* slot =
+            reinterpret_cast<const char*>(buf + abi::kGStringsDataOffset + i * abi::kStringLen);
         names.emplace_back(slot, ::strnlen(slot, abi::kStringLen));  // a full slot has no NUL
       }
       return names;
@@ -78,8 +84,7 @@ class RealEthtoolIoctl final : public EthtoolIoctl {
 
   absl::StatusOr<EthtoolStats> GetStats(const std::string& ifname, size_t expected_count) override {
     EthtoolStats out;
-    // A cheap count check first narrows the window in which an old kernel could write more
-    // entries than we expect.
+    // A cheap count check first narrows the window in which the set can change under GSTATS.
     absl::StatusOr<uint32_t> count = StatsCount(ifname);
     if (!count.ok()) return count.status();
     if (*count != expected_count) {
@@ -88,19 +93,37 @@ class RealEthtoolIoctl final : public EthtoolIoctl {
     }
     if (expected_count == 0) return out;
 
-    // u64 words: [0] holds the header (cmd, n_stats), then the values, then headroom.
-    const size_t words = 1 + expected_count + Headroom(expected_count);
-    if (stats_buf_.size() < words) stats_buf_.resize(words);
-    std::fill(stats_buf_.begin(), stats_buf_.begin() + words, 0);
-    abi::StatsHeader header{abi::kGetStats, static_cast<uint32_t>(expected_count)};
-    std::memcpy(stats_buf_.data(), &header, sizeof(header));
-    if (absl::Status s = Call(ifname, stats_buf_.data(), "GSTATS"); !s.ok()) return s;
-    std::memcpy(&header, stats_buf_.data(), sizeof(header));
-    if (header.n_stats == 0 || header.n_stats != expected_count) {
-      out.outcome = EthtoolStats::Outcome::kStringSetChanged;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      // The header, then exactly `expected_count` values, then a guard page (guarded_buffer.h).
+      const size_t bytes = abi::kStatsDataOffset + expected_count * sizeof(uint64_t);
+      unsigned char* buf = stats_buf_.Get(bytes);
+      if (buf == nullptr) return absl::ResourceExhaustedError("mmap for ETHTOOL_GSTATS");
+      abi::StatsHeader header{abi::kGetStats, static_cast<uint32_t>(expected_count)};
+      std::memcpy(buf, &header, sizeof(header));
+      if (absl::Status s = Call(ifname, buf, "GSTATS"); !s.ok()) {
+        if (errno_ != EFAULT) return s;
+        // An old kernel wrote more values than we hold names for and hit the guard page: the set
+        // grew after GSSET_INFO. Ask its size again; a different one means re-read the names.
+        count = StatsCount(ifname);
+        if (!count.ok()) return count.status();
+        if (*count != expected_count) {
+          out.outcome = EthtoolStats::Outcome::kStringSetChanged;
+          return out;
+        }
+        if (attempt == 0) continue;  // grew and shrank back: once more
+        return s;
+      }
+      std::memcpy(&header, buf, sizeof(header));
+      if (header.n_stats == 0 || header.n_stats != expected_count) {
+        out.outcome = EthtoolStats::Outcome::kStringSetChanged;
+        return out;
+      }
+      out.values.resize(expected_count);
+      std::memcpy(out.values.data(), buf + abi::kStatsDataOffset,
+                  expected_count * sizeof(uint64_t));
       return out;
     }
-    out.values.assign(stats_buf_.begin() + 1, stats_buf_.begin() + 1 + expected_count);
+    out.outcome = EthtoolStats::Outcome::kStringSetChanged;
     return out;
   }
 
@@ -111,8 +134,6 @@ class RealEthtoolIoctl final : public EthtoolIoctl {
   }
 
  private:
-  size_t Headroom(size_t expected) const { return std::max(options_.min_headroom, expected); }
-
   // The number of ETH_SS_STATS strings; 0 when the driver has no such set.
   absl::StatusOr<uint32_t> StatsCount(const std::string& ifname) {
     abi::SsetInfo info{};
@@ -132,18 +153,22 @@ class RealEthtoolIoctl final : public EthtoolIoctl {
     std::memset(&ifr, 0, sizeof(ifr));
     std::memcpy(ifr.ifr_name, ifname.data(), ifname.size());
     ifr.ifr_data = static_cast<char*>(data);
+    errno_ = 0;
     for (;;) {
       if (ioctl_(fd_, abi::kSiocEthtool, &ifr) >= 0) return absl::OkStatus();
       if (errno != EINTR) break;
     }
-    return ErrnoStatus(errno, absl::StrCat("SIOCETHTOOL ", what), ifname);
+    errno_ = errno;
+    return ErrnoStatus(errno_, absl::StrCat("SIOCETHTOOL ", what), ifname);
   }
 
   EthtoolIoctlOptions options_;
   IoctlFn ioctl_;
   int fd_ = -1;
   absl::Status open_status_;
-  std::vector<uint64_t> stats_buf_;  // reused every cycle
+  int errno_ = 0;              // of the last failed Call
+  GuardedBuffer stats_buf_;    // reused every cycle
+  GuardedBuffer strings_buf_;
 };
 
 }  // namespace

@@ -8,7 +8,9 @@
 // - GetStats is given the count of the names the caller holds and passes it to the kernel;
 // - kernels since "ethtool: Avoid overflowing userspace buffer on stats query" (6.19, 6.12-stable)
 //   answer a count that is no longer current with 0 entries; older ones ignore it and write the
-//   current count, so the buffers have headroom beyond the expected count;
+//   current count. The buffers hold exactly the expected count and end at a PROT_NONE page
+//   (guarded_buffer.h), so such a write fails with EFAULT instead of running over memory; then a
+//   second GSSET_INFO sizes the set again (GSTRINGS retries with it);
 // - a returned count of 0 or one that differs from the expected count is reported as
 //   kStringSetChanged: the caller re-reads the names and skips that sample.
 //
@@ -70,9 +72,6 @@ class EthtoolIoctl {
 using IoctlFn = std::function<int(int fd, unsigned long request, struct ifreq* ifr)>;
 
 struct EthtoolIoctlOptions {
-  // Extra entries allocated beyond the expected count, for kernels that write the current count
-  // whatever the caller asked: max(min_headroom, expected_count) more.
-  size_t min_headroom = 256;
   // GSSET_INFO/GSTRINGS attempts before GetStringSet gives up on a set that keeps changing.
   int string_set_attempts = 3;
 };

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace ringside::collectors {
 namespace {
@@ -80,7 +81,20 @@ std::string EthtoolNameTemplate(absl::string_view name) {
 
 Unit EthtoolUnit(absl::string_view name) {
   if (absl::EndsWith(name, "_pause_duration")) return Unit::kMicroseconds;
-  if (absl::EndsWith(name, "_bytes") || absl::EndsWith(name, "_bytes_phy")) return Unit::kBytes;
+  absl::string_view stem = name;
+  if (absl::ConsumeSuffix(&stem, "_bytes_phy") || absl::ConsumeSuffix(&stem, "_bytes")) {
+    // A size bin (rx_64_bytes_phy, rx_65_to_127_bytes_phy, ... rx_8192_to_10239_bytes_phy)
+    // counts packets of that size, not bytes.
+    // Its last word is a number ("rx_prio3_bytes" has "prio3": bytes).
+    const size_t word = stem.rfind('_');
+    const absl::string_view last = word == absl::string_view::npos ? stem : stem.substr(word + 1);
+    if (!last.empty() && std::all_of(last.begin(), last.end(), [](char ch) {
+          return absl::ascii_isdigit(static_cast<unsigned char>(ch));
+        })) {
+      return Unit::kPackets;
+    }
+    return Unit::kBytes;
+  }
   if (absl::EndsWith(name, "_packets") || absl::EndsWith(name, "_packets_phy")) {
     return Unit::kPackets;
   }
@@ -95,13 +109,20 @@ SeriesKind EthtoolKind(absl::string_view name) {
   return SeriesKind::kCounter;
 }
 
+bool EthtoolCounterIs32Bit(absl::string_view name) {
+  // mlx5 fills these from 32-bit sources (MLX5_GET of a 32-bit field, READ_CTR32) into the u64
+  // ethtool reports: they wrap at 2^32.
+  return name == "link_down_events_phy" || absl::EndsWith(name, "_pci_signal_integrity") ||
+         (absl::StartsWith(name, "outbound_pci_stalled_") && absl::EndsWith(name, "_events"));
+}
+
 SeriesDef EthtoolSeriesDef(const std::string& ifname, const std::string& name) {
   SeriesDef def;
   def.source = "ethtool";
   def.device = ifname;
   def.counter = name;
   def.kind = EthtoolKind(name);
-  def.width = def.kind == SeriesKind::kCounter ? 64 : 0;
+  def.width = def.kind != SeriesKind::kCounter ? 0 : EthtoolCounterIs32Bit(name) ? 32 : 64;
   def.unit = EthtoolUnit(name);
   def.priority = EthtoolPriority(name);
   return def;

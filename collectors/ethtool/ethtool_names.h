@@ -23,13 +23,18 @@ int8_t EthtoolPriority(absl::string_view name);
 // "rx_prio<N>_pause"), so one catalog entry covers all priorities; the name itself otherwise.
 std::string EthtoolNameTemplate(absl::string_view name);
 
-// *_pause_duration → µs; *_bytes, *_bytes_phy → bytes; *_packets, *_packets_phy → packets;
-// anything else → count.
+// *_pause_duration → µs; *_bytes, *_bytes_phy → bytes, except the size bins (a number before the
+// suffix: rx_64_bytes_phy, rx_65_to_127_bytes_phy, ...), which count packets; *_packets,
+// *_packets_phy → packets; anything else → count.
 Unit EthtoolUnit(absl::string_view name);
 
 // Every driver stat is a 64-bit counter except a few known levels: veth's peer_ifindex and mlx5's
 // outbound_pci_stalled_rd/_wr (percent of the last second).
 SeriesKind EthtoolKind(absl::string_view name);
+
+// Counters mlx5 fills from 32-bit sources, which wrap at 2^32 inside the u64 ethtool reports:
+// link_down_events_phy, *_pci_signal_integrity, outbound_pci_stalled_*_events.
+bool EthtoolCounterIs32Bit(absl::string_view name);
 
 // The SeriesDef of one stat of one interface.
 SeriesDef EthtoolSeriesDef(const std::string& ifname, const std::string& name);

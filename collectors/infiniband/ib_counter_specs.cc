@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "absl/strings/strip.h"
+
 namespace ringside::collectors {
 namespace {
 
@@ -58,8 +60,11 @@ constexpr std::array<Entry, 8> kPmaExt = {{
     {"port_multicast_rcv_packets", 64, Unit::kPackets},
 }};
 
-// mlx5 hw_counters (reference §4.2). 32-bit: the Q counters; 64-bit: congestion, ICRC, optional.
-constexpr std::array<Entry, 37> kHw = {{
+// mlx5 hw_counters (reference §4.2; hw/mlx5/counters.c) with their register widths; the files are
+// all 64-bit sums (see HwCounterSpec). The op counters (cc_*, rdma_tx/rx_*) are
+// IB_STAT_FLAG_OPTIONAL: sysfs never shows them (only RDMA netlink does), so they are not here.
+constexpr std::array<Entry, 32> kHw = {{
+    // Q counters: 32-bit registers (basic, out_of_seq, retrans, extended_err, roce_accl).
     {"rx_write_requests", 32, Unit::kCount},
     {"rx_read_requests", 32, Unit::kCount},
     {"rx_atomic_requests", 32, Unit::kCount},
@@ -79,23 +84,19 @@ constexpr std::array<Entry, 37> kHw = {{
     {"resp_remote_access_errors", 32, Unit::kCount},
     {"resp_cqe_flush_error", 32, Unit::kCount},
     {"req_cqe_flush_error", 32, Unit::kCount},
+    {"req_transport_retries_exceeded", 32, Unit::kCount},
+    {"req_rnr_retries_exceeded", 32, Unit::kCount},
     {"roce_adp_retrans", 32, Unit::kCount},
     {"roce_adp_retrans_to", 32, Unit::kCount},
     {"roce_slow_restart", 32, Unit::kCount},
     {"roce_slow_restart_cnps", 32, Unit::kCount},
     {"roce_slow_restart_trans", 32, Unit::kCount},
+    // Congestion (read from the _high offsets) and extended PPCNT: 64-bit registers.
     {"rp_cnp_ignored", 64, Unit::kPackets},
     {"rp_cnp_handled", 64, Unit::kPackets},
     {"np_ecn_marked_roce_packets", 64, Unit::kPackets},
     {"np_cnp_sent", 64, Unit::kPackets},
     {"rx_icrc_encapsulated", 64, Unit::kPackets},
-    {"cc_rx_ce_pkts", 64, Unit::kPackets},
-    {"cc_rx_cnp_pkts", 64, Unit::kPackets},
-    {"cc_tx_cnp_pkts", 64, Unit::kPackets},
-    {"rdma_tx_packets", 64, Unit::kPackets},
-    {"rdma_tx_bytes", 64, Unit::kBytes},
-    {"rdma_rx_packets", 64, Unit::kPackets},
-    {"rdma_rx_bytes", 64, Unit::kBytes},
     {"lifespan", 0, Unit::kMilliseconds},
 }};
 
@@ -136,13 +137,16 @@ CounterSpec PmaExtCounterSpec(absl::string_view name) {
 }
 
 CounterSpec HwCounterSpec(absl::string_view name) {
+  absl::ConsumePrefix(&name, "vport_");  // switchdev mode
   if (const Entry* e = Find(kHw, name)) {
     if (e->unit == Unit::kMilliseconds) {
       CounterSpec spec = Make(*e, 0, false);
       spec.kind = SeriesKind::kGauge;
       return spec;
     }
-    return Make(*e, e->width, false);
+    CounterSpec spec = Make(*e, 64, false);  // the file: a u64 sum
+    if (e->width < 64) spec.term_width = e->width;
+    return spec;
   }
   return CounterSpec{};
 }

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/common/parse.h"
 #include "collectors/infiniband/ib_counter_specs.h"
@@ -44,6 +45,12 @@ void InfinibandCollector::Discover(const std::vector<DeviceKey>& devices) {
   polled_.clear();
   for (const DeviceKey& device : devices) {
     std::string dev_dir = absl::StrCat(class_dir_, "/", device.name);
+    // The driver, not the name: rdma-core's udev rules rename mlx5_0 to ibp23s0 / rocep138s0f0.
+    std::string driver;
+    if (absl::StatusOr<std::string> link = fs_->ReadLink(dev_dir + "/device/driver"); link.ok()) {
+      const size_t slash = link->rfind('/');
+      driver = slash == std::string::npos ? *link : link->substr(slash + 1);
+    }
     InfoRecord info{"infiniband_device", device.name, "", {}};
     for (const char* attr : {"hca_type", "fw_ver", "board_id", "node_guid"}) {
       absl::StatusOr<std::string> text = fs_->ReadSmallFile(absl::StrCat(dev_dir, "/", attr));
@@ -61,13 +68,14 @@ void InfinibandCollector::Discover(const std::vector<DeviceKey>& devices) {
       return a.size() != b.size() ? a.size() < b.size() : a < b;
     });
     for (const std::string& port : port_names) {
-      DiscoverPort(device.name, absl::StrCat(dev_dir, "/ports/", port), port, *table);
+      DiscoverPort(device.name, driver, absl::StrCat(dev_dir, "/ports/", port), port, *table);
     }
   }
   table_ = std::move(table);
 }
 
-void InfinibandCollector::DiscoverPort(const std::string& device, const std::string& port_dir,
+void InfinibandCollector::DiscoverPort(const std::string& device, const std::string& driver,
+                                       const std::string& port_dir,
                                        const std::string& port, SeriesTable& table) {
   auto add = [&](std::string source, std::string counter, CounterSpec spec, std::string path,
                  Parse parse) {
@@ -80,6 +88,7 @@ void InfinibandCollector::DiscoverPort(const std::string& device, const std::str
     def.width = spec.width;
     def.unit = spec.unit;
     def.saturates = spec.saturates;
+    def.term_width = spec.term_width;
     table.defs.push_back(std::move(def));
     polled_.push_back(Polled{PolledFile(fs_, std::move(path)), parse});
   };
@@ -102,12 +111,23 @@ void InfinibandCollector::DiscoverPort(const std::string& device, const std::str
   }
   table.info.push_back(std::move(info));
 
-  // PMA counters. The 64-bit (EXT_WIDTH) set is recognised by its unicast/multicast counters or by
-  // a driver known to answer with it (mlx5, and hfi1 whose data counters exceed 32 bits).
+  // PMA counters. 64-bit data/packet counters come with two tables (core/sysfs.c
+  // get_counter_table): EXT_WIDTH, recognised by its unicast/multicast files, and EXT_WIDTH_NOIETF,
+  // which has the same files as the 32-bit table. sysfs does not say which (ClassPortInfo does), so
+  // NOIETF is recognised by the driver bound to the device (mlx5_core, hfi1), whatever the device
+  // is named, or, where there is no driver link (fixtures, software devices), by a data counter
+  // already past 32 bits.
   std::vector<DirEntry> counters = ListFilesSorted(fs_, port_dir + "/counters");
-  bool extended = absl::StartsWith(device, "mlx5") || absl::StartsWith(device, "hfi1");
+  bool extended = driver == "mlx5_core" || driver == "hfi1";
   for (const DirEntry& f : counters) {
     if (f.name == "unicast_xmit_packets" || f.name == "unicast_rcv_packets") extended = true;
+  }
+  if (!extended && driver.empty()) {
+    for (const char* data : {"port_xmit_data", "port_rcv_data"}) {
+      absl::StatusOr<std::string> text = fs_->ReadSmallFile(absl::StrCat(port_dir, "/counters/", data));
+      uint64_t v = 0;
+      if (text.ok() && absl::SimpleAtoi(FirstLine(*text), &v) && v > 0xffffffffu) extended = true;
+    }
   }
   for (const DirEntry& f : counters) {
     add("infiniband", f.name, PmaCounterSpec(f.name, extended),

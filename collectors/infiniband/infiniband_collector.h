@@ -47,8 +47,9 @@ class InfinibandCollector final : public Collector {
   };
 
   void Discover(const std::vector<DeviceKey>& devices);
-  void DiscoverPort(const std::string& device, const std::string& port_dir,
-                    const std::string& port, SeriesTable& table);
+  // `driver`: the kernel driver bound to the device's parent (device/driver), "" if none.
+  void DiscoverPort(const std::string& device, const std::string& driver,
+                    const std::string& port_dir, const std::string& port, SeriesTable& table);
   absl::StatusOr<std::vector<DeviceKey>> ListDevices();
 
   InfinibandOptions options_;

@@ -48,6 +48,7 @@ std::vector<NetlinkLinkInfo> ParseLinkMessages(const uint8_t* data, size_t len,
         ifinfomsg ifi;
         std::memcpy(&ifi, data + body, sizeof(ifi));
         NetlinkLinkInfo info;
+        info.seq = hdr.nlmsg_seq;
         info.ifindex = ifi.ifi_index;
         info.admin_up = (ifi.ifi_flags & IFF_UP) != 0;
         info.carrier = (ifi.ifi_flags & IFF_LOWER_UP) != 0;
@@ -106,11 +107,15 @@ LinkState LinkStateOf(const NetlinkLinkInfo& info) {
   return LinkState::kDown;
 }
 
-absl::StatusOr<std::unique_ptr<NetlinkLinkWatcher>> NetlinkLinkWatcher::Open() {
+absl::StatusOr<std::unique_ptr<NetlinkLinkWatcher>> NetlinkLinkWatcher::Open(
+    NetlinkWatcherOptions options) {
   int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) return absl::InternalError(absl::StrCat("netlink socket: ", std::strerror(errno)));
-  int rcvbuf = 4 << 20;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  // SO_RCVBUF is capped by net.core.rmem_max; SO_RCVBUFFORCE is not, with CAP_NET_ADMIN.
+  int rcvbuf = options.receive_buffer_bytes;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) != 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  }
   sockaddr_nl addr{};
   addr.nl_family = AF_NETLINK;
   addr.nl_groups = RTMGRP_LINK;
@@ -119,15 +124,29 @@ absl::StatusOr<std::unique_ptr<NetlinkLinkWatcher>> NetlinkLinkWatcher::Open() {
     ::close(fd);
     return absl::InternalError(absl::StrCat("netlink bind RTMGRP_LINK: ", std::strerror(err)));
   }
-  std::unique_ptr<NetlinkLinkWatcher> w(new NetlinkLinkWatcher(fd));
-  if (absl::Status s = w->RequestDump(); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<NetlinkLinkWatcher>> w = Adopt(fd, options);
+  if (!w.ok()) return w.status();
   // Learn the current state: the dump's answers are applied without producing events.
   std::vector<LinkEvent> ignored;
   for (int i = 0; i < 200; ++i) {  // bounded: the dump arrives within a few reads
-    w->Drain(absl::Now(), ignored);
-    if (!w->known_.empty()) break;
+    (*w)->Drain(absl::Now(), ignored);
+    if (!(*w)->dump_in_flight_) break;
     ::usleep(1000);
   }
+  return w;
+}
+
+absl::StatusOr<std::unique_ptr<NetlinkLinkWatcher>> NetlinkLinkWatcher::Adopt(
+    int fd, NetlinkWatcherOptions options) {
+  std::unique_ptr<NetlinkLinkWatcher> w(new NetlinkLinkWatcher(fd, options));
+  int granted = 0;
+  socklen_t len = sizeof(granted);
+  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &len) == 0) {
+    w->rcvbuf_bytes_ = granted / 2;  // the kernel reports twice the size, for its bookkeeping
+  }
+  if (absl::Status s = w->RequestDump(); !s.ok()) return s;
+  w->dump_in_flight_ = true;
+  w->dump_seq_ = w->seq_;
   return w;
 }
 
@@ -145,13 +164,99 @@ absl::Status NetlinkLinkWatcher::RequestDump() {
   req.hdr.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   req.hdr.nlmsg_seq = ++seq_;
   req.ifi.ifi_family = AF_UNSPEC;
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(fd_, &req, sizeof(req), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) <
-      0) {
+  // No address: a netlink socket sends to its default destination, the kernel (port 0).
+  if (::send(fd_, &req, sizeof(req), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
     return absl::InternalError(absl::StrCat("netlink RTM_GETLINK dump: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+void NetlinkLinkWatcher::StartDump(absl::Time now) {
+  if (!RequestDump().ok()) {
+    resync_owed_ = true;
+    retry_at_ = now + options_.dump_retry;
+    return;
+  }
+  resync_owed_ = false;
+  dump_in_flight_ = true;
+  dump_seq_ = seq_;
+  dump_seen_.clear();
+  overflow_during_dump_ = false;
+}
+
+void NetlinkLinkWatcher::Overflowed(absl::Time now) {
+  ++overflows_;
+  if (dump_in_flight_) {
+    overflow_during_dump_ = true;  // redone when this one is done
+    return;
+  }
+  StartDump(now);
+}
+
+void NetlinkLinkWatcher::Tick(absl::Time now) {
+  if (resync_owed_ && !dump_in_flight_ && now >= retry_at_) StartDump(now);
+}
+
+void NetlinkLinkWatcher::DumpDone(absl::Time received, std::vector<LinkEvent>& out) {
+  dump_in_flight_ = false;
+  if (overflow_during_dump_) {
+    StartDump(received);  // notifications were lost while it ran: it proves nothing, redo it
+    return;
+  }
+  // A complete dump: whatever it did not list is gone (deleted while notifications were lost).
+  for (auto it = known_.begin(); it != known_.end();) {
+    if (dump_seen_.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    if (it->second.state != LinkState::kDown) {
+      LinkEvent e;
+      e.time = received;
+      e.source = "netlink";
+      e.device = it->second.name;
+      e.from = it->second.state;
+      e.to = LinkState::kDown;
+      e.detail = "deleted (absent from the resync dump)";
+      out.push_back(std::move(e));
+    }
+    ++vanished_;
+    it = known_.erase(it);
+  }
+  dump_seen_.clear();
+}
+
+void NetlinkLinkWatcher::Receive(const uint8_t* data, size_t len, absl::Time received,
+                                 std::vector<LinkEvent>& out) {
+  for (const NetlinkLinkInfo& info : ParseLinkMessages(data, len, &malformed_)) {
+    // During a dump, notifications count as listed too: they are newer than the dump's start.
+    if (dump_in_flight_) dump_seen_.insert(info.ifindex);
+    Apply(info, received, out);
+  }
+  // The dump's end, or its refusal, follows its RTM_NEWLINKs in the stream.
+  size_t off = 0;
+  while (off + sizeof(nlmsghdr) <= len) {
+    nlmsghdr hdr;
+    std::memcpy(&hdr, data + off, sizeof(hdr));
+    if (hdr.nlmsg_len < sizeof(nlmsghdr) || off + hdr.nlmsg_len > len) break;
+    if (dump_in_flight_ && hdr.nlmsg_seq == dump_seq_) {
+      if (hdr.nlmsg_type == NLMSG_DONE) {
+        DumpDone(received, out);
+      } else if (hdr.nlmsg_type == NLMSG_ERROR) {
+        int32_t error = 0;
+        if (hdr.nlmsg_len >= NLMSG_HDRLEN + sizeof(error)) {
+          std::memcpy(&error, data + off + NLMSG_HDRLEN, sizeof(error));
+        }
+        if (error != 0) {  // refused (EBUSY: a dump already runs): ask again later
+          ++dump_errors_;
+          dump_in_flight_ = false;
+          dump_seen_.clear();
+          resync_owed_ = true;
+          retry_at_ = received + options_.dump_retry;
+        }
+      }
+    }
+    off += NLMSG_ALIGN(hdr.nlmsg_len);
+  }
 }
 
 void NetlinkLinkWatcher::Apply(const NetlinkLinkInfo& info, absl::Time received,
@@ -202,17 +307,13 @@ void NetlinkLinkWatcher::Drain(absl::Time received, std::vector<LinkEvent>& out)
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == ENOBUFS) {  // the kernel dropped messages: count, then resynchronise
-        ++overflows_;
-        RequestDump().IgnoreError();
+        Overflowed(received);
         continue;
       }
       return;  // EAGAIN: nothing more
     }
     if (n == 0) return;
-    for (const NetlinkLinkInfo& info :
-         ParseLinkMessages(buf, static_cast<size_t>(n), &malformed_)) {
-      Apply(info, received, out);
-    }
+    Receive(buf, static_cast<size_t>(n), received, out);
   }
 }
 

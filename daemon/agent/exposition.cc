@@ -187,6 +187,26 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
     out.Add(AgentFamily("ringside_link_events_evicted_total"), {{"node", node}},
             static_cast<double>(links->evicted()));
   }
+  if (const LinkEventReader* r = options.link_reader; r != nullptr) {
+    if (r->has_netlink()) {
+      out.Add(AgentFamily("ringside_agent_netlink_overflows_total"), {{"node", node}},
+              static_cast<double>(r->netlink_overflows()));
+      out.Add(AgentFamily("ringside_agent_netlink_resync_dump_errors_total"), {{"node", node}},
+              static_cast<double>(r->netlink_dump_errors()));
+      out.Add(AgentFamily("ringside_agent_netlink_vanished_links_total"), {{"node", node}},
+              static_cast<double>(r->netlink_vanished()));
+      out.Add(AgentFamily("ringside_agent_netlink_receive_buffer_bytes"), {{"node", node}},
+              r->netlink_receive_buffer_bytes());
+      out.Add(AgentFamily("ringside_agent_netlink_receive_buffer_capped"), {{"node", node}},
+              r->netlink_receive_buffer_bytes() < r->netlink_receive_buffer_wanted() ? 1 : 0);
+    }
+    if (r->has_verbs()) {
+      out.Add(AgentFamily("ringside_agent_verbs_device_removals_total"), {{"node", node}},
+              static_cast<double>(r->verbs_removals()));
+      out.Add(AgentFamily("ringside_agent_verbs_device_reopens_total"), {{"node", node}},
+              static_cast<double>(r->verbs_reopens()));
+    }
+  }
 
   // The agent's own health.
   out.Add(AgentFamily("ringside_agent_build_info"), {{"node", node}, {"version", version}}, 1);

@@ -21,6 +21,8 @@ struct ExpositionOptions {
   std::string version;
   // Adds the link-transition counters when set.
   const LinkEventLog* links = nullptr;
+  // Adds the event sources' own health (netlink overflows and receive buffer, verbs removals).
+  const LinkEventReader* link_reader = nullptr;
   // Export every ethtool statistic (mlx5 has thousands, mostly per ring) instead of the catalog's.
   bool ethtool_all = false;
   // More families appended at scrape time (the uploader's self-metrics); must not block or throw.

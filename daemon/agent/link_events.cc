@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/time/clock.h"
@@ -52,9 +53,16 @@ uint64_t LinkEventLog::last_seq() const {
 
 LinkEventReader::LinkEventReader(LinkEventLog* log,
                                  std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
-                                 std::unique_ptr<collectors::VerbsPortWatcher> verbs)
-    : log_(log), netlink_(std::move(netlink)), verbs_(std::move(verbs)) {
+                                 std::unique_ptr<collectors::VerbsPortWatcher> verbs,
+                                 Options options)
+    : log_(log), options_(options), netlink_(std::move(netlink)), verbs_(std::move(verbs)) {
   if (::pipe2(stop_pipe_, O_CLOEXEC) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
+  has_netlink_ = netlink_ != nullptr;
+  has_verbs_ = verbs_ != nullptr;
+  if (netlink_) {
+    nl_rcvbuf_ = netlink_->receive_buffer_bytes();
+    nl_rcvbuf_wanted_ = netlink_->receive_buffer_wanted();
+  }
 }
 
 LinkEventReader::~LinkEventReader() {
@@ -67,27 +75,56 @@ LinkEventReader::~LinkEventReader() {
 
 void LinkEventReader::Start() { thread_ = std::thread([this] { Loop(); }); }
 
-uint64_t LinkEventReader::netlink_overflows() const {
-  return netlink_ ? netlink_->overflows() : 0;
-}
-
 void LinkEventReader::Loop() {
+  constexpr short kFailed = POLLERR | POLLHUP | POLLNVAL;
+  absl::Time next_rescan = absl::Now() + options_.verbs_rescan;
   std::vector<pollfd> fds;
-  fds.push_back(pollfd{stop_pipe_[0], POLLIN, 0});
-  if (netlink_) fds.push_back(pollfd{netlink_->fd(), POLLIN, 0});
-  if (verbs_) {
-    for (int fd : verbs_->fds()) fds.push_back(pollfd{fd, POLLIN, 0});
-  }
   for (;;) {
-    for (pollfd& p : fds) p.revents = 0;
-    int n = ::poll(fds.data(), fds.size(), 1000);
+    // Rebuilt every pass: the verbs watcher drops devices that fail and adds ones that come back.
+    fds.clear();
+    fds.push_back(pollfd{stop_pipe_[0], POLLIN, 0});
+    if (netlink_) fds.push_back(pollfd{netlink_->fd(), POLLIN, 0});
+    const size_t first_verbs = fds.size();
+    if (verbs_) {
+      for (int fd : verbs_->fds()) fds.push_back(pollfd{fd, POLLIN, 0});
+    }
+    int timeout_ms = 1000;
+    if (verbs_) {
+      const int64_t until = absl::ToInt64Milliseconds(next_rescan - absl::Now());
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(until, 0, timeout_ms));
+    }
+    if (netlink_ && netlink_->resync_owed()) timeout_ms = std::min(timeout_ms, 200);
+    polls_.fetch_add(1, std::memory_order_relaxed);
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) return;
     if (fds[0].revents != 0) return;  // stop
-    if (n <= 0) continue;
     const absl::Time received = absl::Now();
     std::vector<collectors::LinkEvent> events;
-    if (netlink_) netlink_->Drain(received, events);
-    if (verbs_) verbs_->Drain(received, events);
+    if (n > 0) {
+      if (netlink_) netlink_->Drain(received, events);
+      if (verbs_) {
+        // A disassociated device's async fd polls POLLERR forever (and read() gives EIO): close
+        // it, or this loop never blocks again.
+        for (size_t i = first_verbs; i < fds.size(); ++i) {
+          if (fds[i].revents & kFailed) verbs_->Lost(fds[i].fd, received, events);
+        }
+        verbs_->Drain(received, events);
+      }
+    }
+    if (netlink_) {
+      netlink_->Tick(received);  // a refused resync dump, asked again
+      nl_overflows_.store(netlink_->overflows(), std::memory_order_relaxed);
+      nl_dump_errors_.store(netlink_->dump_errors(), std::memory_order_relaxed);
+      nl_vanished_.store(netlink_->vanished(), std::memory_order_relaxed);
+    }
+    if (verbs_ && received >= next_rescan) {
+      verbs_->Rescan(received, events);
+      next_rescan = received + options_.verbs_rescan;
+    }
+    if (verbs_) {
+      verbs_removals_.store(verbs_->removals(), std::memory_order_relaxed);
+      verbs_reopens_.store(verbs_->reopens(), std::memory_order_relaxed);
+    }
     if (!events.empty()) log_->Append(std::move(events));
   }
 }

@@ -1,9 +1,14 @@
 // The agent's link-transition log: events from netlink and libibverbs, read by one thread that
 // blocks on their descriptors (so each event is stamped as it arrives), kept in a bounded ring
 // with sequence numbers for the uploader, and counted per link for /metrics.
+//
+// A verbs device whose async fd polls POLLERR/POLLHUP (disassociated: unplug, driver reload,
+// firmware reset) is closed and its ports logged down, so the thread blocks again instead of
+// spinning; the verbs watcher looks for new or returning devices every `verbs_rescan`.
 #ifndef RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
 #define RINGSIDE_DAEMON_AGENT_LINK_EVENTS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -15,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "collectors/common/link_event.h"
 #include "collectors/netlink/link_watcher.h"
 #include "collectors/verbs/port_events.h"
@@ -57,22 +63,56 @@ class LinkEventLog {
 // Owns the event sources and the thread that waits on them.
 class LinkEventReader {
  public:
+  struct Options {
+    // How often the verbs watcher looks for RDMA devices that appeared or came back after a
+    // removal (unplug, driver reload, firmware reset).
+    absl::Duration verbs_rescan = absl::Seconds(10);
+  };
   // Either source may be null (not available on this host).
   LinkEventReader(LinkEventLog* log, std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
-                  std::unique_ptr<collectors::VerbsPortWatcher> verbs);
+                  std::unique_ptr<collectors::VerbsPortWatcher> verbs, Options options);
+  LinkEventReader(LinkEventLog* log, std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
+                  std::unique_ptr<collectors::VerbsPortWatcher> verbs)
+      : LinkEventReader(log, std::move(netlink), std::move(verbs), Options()) {}
   ~LinkEventReader();  // stops and joins the thread
   void Start();
 
-  uint64_t netlink_overflows() const;
+  // Netlink receive-queue overflows (ENOBUFS), resync dumps the kernel refused, interfaces
+  // forgotten because a resync dump no longer listed them.
+  uint64_t netlink_overflows() const { return nl_overflows_.load(std::memory_order_relaxed); }
+  uint64_t netlink_dump_errors() const { return nl_dump_errors_.load(std::memory_order_relaxed); }
+  uint64_t netlink_vanished() const { return nl_vanished_.load(std::memory_order_relaxed); }
+  // The netlink receive buffer granted and asked for (0 without netlink); capped by rmem_max when
+  // granted < wanted. Fixed at construction.
+  int netlink_receive_buffer_bytes() const { return nl_rcvbuf_; }
+  int netlink_receive_buffer_wanted() const { return nl_rcvbuf_wanted_; }
+  bool has_netlink() const { return has_netlink_; }
+  bool has_verbs() const { return has_verbs_; }
+  // poll() calls the thread has made: a handful per second when idle, whatever the descriptors do.
+  uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
+  // RDMA devices closed after their async fd failed, and reopened when they came back.
+  uint64_t verbs_removals() const { return verbs_removals_.load(std::memory_order_relaxed); }
+  uint64_t verbs_reopens() const { return verbs_reopens_.load(std::memory_order_relaxed); }
 
  private:
   void Loop();
 
   LinkEventLog* log_;
+  const Options options_;
   std::unique_ptr<collectors::NetlinkLinkWatcher> netlink_;
   std::unique_ptr<collectors::VerbsPortWatcher> verbs_;
   int stop_pipe_[2] = {-1, -1};
   std::thread thread_;
+  std::atomic<uint64_t> polls_{0};
+  std::atomic<uint64_t> nl_overflows_{0};
+  std::atomic<uint64_t> nl_dump_errors_{0};
+  std::atomic<uint64_t> nl_vanished_{0};
+  int nl_rcvbuf_ = 0;
+  int nl_rcvbuf_wanted_ = 0;
+  bool has_netlink_ = false;
+  bool has_verbs_ = false;
+  std::atomic<uint64_t> verbs_removals_{0};
+  std::atomic<uint64_t> verbs_reopens_{0};
 };
 
 }  // namespace ringside::daemon

@@ -276,13 +276,19 @@ int main(int argc, char** argv) {
     std::unique_ptr<ringside::collectors::NetlinkLinkWatcher> netlink;
     if (auto w = ringside::collectors::NetlinkLinkWatcher::Open(); w.ok()) {
       netlink = std::move(*w);
+      if (netlink->receive_buffer_capped()) {
+        // Overflows (lost link notifications, each answered with a full dump) come sooner.
+        LogLine(absl::StrCat("netlink receive buffer capped at ", netlink->receive_buffer_bytes(),
+                             " bytes (asked ", netlink->receive_buffer_wanted(),
+                             "): raise net.core.rmem_max or grant CAP_NET_ADMIN"));
+      }
     } else {
       LogLine(absl::StrCat("netlink link events off: ", w.status().ToString()));
     }
     std::unique_ptr<ringside::collectors::VerbsPortWatcher> verbs;
-    if (auto v = ringside::collectors::VerbsPortWatcher::Open(); v.ok() && (*v)->devices() > 0) {
-      verbs = std::move(*v);
-    }
+    // Kept even with no device yet: it rescans, so a device that appears (or comes back after a
+    // driver reload or firmware reset) is watched without restarting the agent.
+    if (auto v = ringside::collectors::VerbsPortWatcher::Open(); v.ok()) verbs = std::move(*v);
     link_reader = std::make_unique<ringside::daemon::LinkEventReader>(&link_log, std::move(netlink),
                                                                       std::move(verbs));
     link_reader->Start();
@@ -451,6 +457,7 @@ int main(int argc, char** argv) {
   ringside::daemon::ExpositionOptions eo;
   eo.version = RINGSIDE_VERSION;
   eo.links = link_reader ? &link_log : nullptr;
+  eo.link_reader = link_reader.get();
   eo.ethtool_all = absl::GetFlag(FLAGS_ethtool_all_metrics);
   if (uploader) eo.extra_families = [up = uploader.get()] { return up->MetricFamilies(); };
   auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(&sampler, eo);

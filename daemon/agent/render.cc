@@ -13,6 +13,19 @@
 namespace ringside::daemon {
 namespace {
 
+// Width-aware delta, and for a sum of wrapping counters (SeriesDef::term_width: mlx5 hw_counters)
+// a drop of about 2^term_width read as one term wrapping rather than a reset.
+analysis::Delta SeriesDelta(const collectors::SeriesDef& def, uint64_t prev, uint64_t cur) {
+  analysis::Delta d = analysis::ComputeDelta(prev, cur, def.width, def.saturates);
+  if (d.kind != analysis::DeltaKind::kReset || def.term_width == 0 || def.term_width >= 64) {
+    return d;
+  }
+  const uint64_t term = uint64_t{1} << def.term_width;
+  const uint64_t drop = prev - cur;
+  if (drop > term / 2 && drop <= term) return {cur + term - prev, analysis::DeltaKind::kWrap};
+  return d;
+}
+
 using collectors::SeriesDef;
 using collectors::SeriesKind;
 using collectors::Value;
@@ -122,7 +135,7 @@ std::string RatePrinter::Render(const AgentSnapshot& snap) {
     if (def.kind != SeriesKind::kCounter) return;
     const double secs = absl::ToDoubleSeconds(snap.timestamp - prev.at);
     if (secs <= 0) return;
-    analysis::Delta d = analysis::ComputeDelta(prev.raw, v.raw, def.width, def.saturates);
+    analysis::Delta d = SeriesDelta(def, prev.raw, v.raw);
     if (d.kind == analysis::DeltaKind::kReset || d.kind == analysis::DeltaKind::kInvalid) {
       events.push_back(absl::StrFormat("  ! %-14s %-34s %s (%d -> %d)", where, def.counter,
                                        analysis::DeltaKindName(d.kind), prev.raw, v.raw));

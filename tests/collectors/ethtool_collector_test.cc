@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -159,6 +161,18 @@ TEST(EthtoolNamesTest, UnitsPrioritiesAndKinds) {
   EXPECT_EQ(EthtoolUnit("rx_packets_phy"), Unit::kPackets);
   EXPECT_EQ(EthtoolUnit("rx_prio3_pause"), Unit::kCount);
   EXPECT_EQ(EthtoolUnit("link_down_events_phy"), Unit::kCount);
+  // The size histogram counts packets per size bin, not bytes (mlx5 counters.rst).
+  EXPECT_EQ(EthtoolUnit("rx_64_bytes_phy"), Unit::kPackets);
+  EXPECT_EQ(EthtoolUnit("rx_65_to_127_bytes_phy"), Unit::kPackets);
+  EXPECT_EQ(EthtoolUnit("rx_8192_to_10239_bytes_phy"), Unit::kPackets);
+  EXPECT_EQ(EthtoolUnit("tx_bytes_phy"), Unit::kBytes);
+  EXPECT_EQ(EthtoolUnit("tx_prio7_bytes"), Unit::kBytes);
+  // mlx5 fills a few from 32-bit sources: they wrap at 2^32 inside the u64.
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "link_down_events_phy").width, 32);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "outbound_pci_stalled_rd_events").width, 32);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "rx_pci_signal_integrity").width, 32);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "rx_bytes_phy").width, 64);
+  EXPECT_EQ(EthtoolSeriesDef("eth0", "outbound_pci_stalled_rd").width, 0);  // a gauge
 
   EXPECT_EQ(EthtoolPriority("rx_prio3_pause"), 3);
   EXPECT_EQ(EthtoolPriority("tx_prio0_bytes"), 0);
@@ -663,14 +677,58 @@ TEST_F(EthtoolIoctlCollectorTest, ChangedAndChangedBack) {
 
 // PFC moved from priority 3 to 4 between two cycles keeps the count: the names are caught up at
 // the next rediscovery (the documented bound on a same-count change).
-TEST_F(EthtoolIoctlCollectorTest, SameCountChangeIsSeenAtRediscovery) {
+// PFC moves from priority 3 to 4: the count stays, so no kernel says the set changed. The new
+// priority's counters start lower than the old one's in the same slots; that backwards step makes
+// the collector re-read the names, skip that one sample, and file the next under rx_prio4_*.
+TEST_F(EthtoolIoctlCollectorTest, SameCountRenameIsCaughtWhenACounterGoesBackwards) {
   EthtoolCollector c = MakeCollector();
   RunCycle(c, kT0);
-  Mlx5Port p4({4});
   EnablePfc3OnEth0(fake_);
   RunCycle(c, kT0 + absl::Seconds(1));  // count changed: names re-read (PFC on 3)
+  fake_->devs["eth0"].values.back() = 5000;  // tx_pause_storm_error_events climbs on prio 3
+  Cycle on3 = RunCycle(c, kT0 + absl::Seconds(2));
+  EXPECT_EQ(on3.values.at("eth0/tx_pause_storm_error_events").raw, 5000u);
+  EXPECT_EQ(c.name_checks(), 0u);
+
+  Mlx5Port p4({4});
+  ASSERT_EQ(p4.names().size(), fake_->devs["eth0"].names.size());
   fake_->devs["eth0"].names = p4.names();
   fake_->devs["eth0"].values = p4.values();
+  Cycle renamed = RunCycle(c, kT0 + absl::Seconds(3));  // long before the 30 s rediscovery
+  EXPECT_EQ(c.name_checks(), 1u);
+  EXPECT_EQ(renamed.errors.count, 0u) << renamed.FirstError();
+  EXPECT_EQ(renamed.Cap("eth0", "pfc_priorities"), "4");
+  EXPECT_EQ(renamed.values.count("eth0/rx_prio3_pause"), 0u);
+  EXPECT_EQ(renamed.values.at("eth0/rx_prio4_pause").status, ValueStatus::kUnavailable);
+  Cycle next = RunCycle(c, kT0 + absl::Seconds(4));
+  EXPECT_EQ(next.values.at("eth0/rx_prio4_pause").status, ValueStatus::kOk);
+  EXPECT_EQ(next.values.at("eth0/rx_prio4_pause").raw,
+            p4.values()[std::find(p4.names().begin(), p4.names().end(), "rx_prio4_pause") -
+                        p4.names().begin()]);
+}
+
+// A counter that goes backwards under the same names (a driver reset) is a value, not a rename:
+// the names are checked once, the sample is kept.
+TEST_F(EthtoolIoctlCollectorTest, ResetUnderTheSameNamesKeepsTheSample) {
+  EthtoolCollector c = MakeCollector();
+  RunCycle(c, kT0);
+  for (uint64_t& v : fake_->devs["eth1"].values) v = 0;
+  Cycle reset = RunCycle(c, kT0 + absl::Seconds(1));
+  EXPECT_EQ(c.name_checks(), 1u);
+  EXPECT_EQ(reset.values.at("eth1/rx_bytes").status, ValueStatus::kOk);
+  EXPECT_EQ(reset.values.at("eth1/rx_bytes").raw, 0u);
+}
+
+// A same-count rename whose new counters are all at least the old ones does not show in the
+// values: it is seen at the next rediscovery.
+TEST_F(EthtoolIoctlCollectorTest, SameCountChangeWithoutABackwardsStepIsSeenAtRediscovery) {
+  EthtoolCollector c = MakeCollector();
+  RunCycle(c, kT0);
+  EnablePfc3OnEth0(fake_);
+  RunCycle(c, kT0 + absl::Seconds(1));  // count changed: names re-read (PFC on 3)
+  Mlx5Port p4({4});
+  fake_->devs["eth0"].names = p4.names();
+  for (uint64_t& v : fake_->devs["eth0"].values) v += 1'000'000;
   Cycle stale = RunCycle(c, kT0 + absl::Seconds(2));
   EXPECT_EQ(stale.Cap("eth0", "pfc_priorities"), "3");
   Cycle fresh = RunCycle(c, kT0 + absl::Seconds(40));

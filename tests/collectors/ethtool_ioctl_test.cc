@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <net/if.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -33,6 +35,7 @@ class FakeKernel {
   // Runs after every GSSET_INFO: lets a test change a device's set between two calls.
   std::function<void(const std::string& ifname)> after_sset_info;
   std::vector<uint32_t> commands;
+  int faults = 0;  // copies to the caller that hit memory it cannot write (EFAULT)
 
   IoctlFn Fn() {
     return [this](int, unsigned long request, struct ifreq* ifr) { return Handle(request, ifr); };
@@ -42,6 +45,21 @@ class FakeKernel {
   int Fail(int err) {
     errno = err;
     return -1;
+  }
+
+  // The kernel's copy_to_user: through a read() into the caller's buffer, so an address the process
+  // cannot write fails as it does in the kernel (EFAULT, or a short copy) instead of being
+  // overwritten.
+  bool CopyToUser(void* dst, const void* src, size_t n) {
+    if (n == 0) return true;
+    const int fd = ::memfd_create("copy_to_user", MFD_CLOEXEC);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::write(fd, src, n), static_cast<ssize_t>(n));
+    const ssize_t got = ::pread(fd, dst, n, 0);
+    ::close(fd);
+    if (got == static_cast<ssize_t>(n)) return true;
+    ++faults;
+    return false;
   }
 
   int Handle(unsigned long request, struct ifreq* ifr) {
@@ -80,10 +98,13 @@ class FakeKernel {
         }
         h.len = current;
         std::memcpy(data, &h, sizeof(h));
+        std::vector<char> slots(size_t{current} * abi::kStringLen, 0);
         for (uint32_t i = 0; i < current; ++i) {
-          char slot[abi::kStringLen] = {};
-          std::memcpy(slot, dev.names[i].data(), std::min(dev.names[i].size(), sizeof(slot)));
-          std::memcpy(data + abi::kGStringsDataOffset + i * abi::kStringLen, slot, sizeof(slot));
+          std::memcpy(slots.data() + i * abi::kStringLen, dev.names[i].data(),
+                      std::min(dev.names[i].size(), abi::kStringLen));
+        }
+        if (!CopyToUser(data + abi::kGStringsDataOffset, slots.data(), slots.size())) {
+          return Fail(EFAULT);
         }
         return 0;
       }
@@ -99,7 +120,10 @@ class FakeKernel {
         }
         h.n_stats = current;
         std::memcpy(data, &h, sizeof(h));
-        std::memcpy(data + abi::kStatsDataOffset, dev.values.data(), current * sizeof(uint64_t));
+        if (!CopyToUser(data + abi::kStatsDataOffset, dev.values.data(),
+                        current * sizeof(uint64_t))) {
+          return Fail(EFAULT);  // the header is already written, as in ethtool_get_stats()
+        }
         return 0;
       }
       case abi::kGetPauseParam: {
@@ -193,7 +217,7 @@ TEST(EthtoolIoctlTest, StringSetThatNeverSettlesIsUnavailable) {
   k.devs["eth0"] = {Names(10), Values(10, 0)};
   int n = 10;
   k.after_sset_info = [&](const std::string& ifname) { k.devs[ifname].names = Names(++n); };
-  auto io = NewEthtoolIoctl({.min_headroom = 256, .string_set_attempts = 3}, k.Fn());
+  auto io = NewEthtoolIoctl({.string_set_attempts = 3}, k.Fn());
   EXPECT_TRUE(absl::IsUnavailable(io->GetStringSet("eth0").status()));
   EXPECT_EQ(k.commands.size(), 6u);  // bounded
 }
@@ -231,24 +255,59 @@ TEST(EthtoolIoctlTest, StatsWithStaleCountAreStringSetChanged) {
   }
 }
 
-// An old kernel that writes more entries than asked stays inside the headroom.
-TEST(EthtoolIoctlTest, HeadroomCoversAnOldKernelsLargerAnswer) {
+// An old kernel writes every value the driver has now, whatever count was asked. A set that grew
+// far past the buffer between GSSET_INFO and GSTATS (mlx5: `ethtool -L combined 8` → 64 adds
+// thousands of ring stats) must hit the guard page (EFAULT), not the heap; a second GSSET_INFO
+// then says the set changed.
+TEST(EthtoolIoctlTest, AnOldKernelsLargerAnswerFaultsInsteadOfOverrunning) {
+  constexpr size_t kGrown = 2'000'000;  // 16 MB of values, far past any heap slack
   FakeKernel k;
   k.fixed = false;
   k.devs["eth0"] = {Names(4), Values(4, 1)};
-  auto io = NewEthtoolIoctl({.min_headroom = 300, .string_set_attempts = 3}, k.Fn());
+  auto io = NewEthtoolIoctl({.string_set_attempts = 3}, k.Fn());
+  int grow = 1;
   k.after_sset_info = [&](const std::string& ifname) {
-    k.devs[ifname].names = Names(300);  // 4 expected + 296 more: within 300 of headroom
-    k.devs[ifname].values = Values(300, 1);
+    if (grow-- != 1) return;
+    k.devs[ifname].names.resize(kGrown, "rx_ring_stat");
+    k.devs[ifname].values.resize(kGrown, 7);
   };
+  k.commands.clear();
   absl::StatusOr<EthtoolStats> s = io->GetStats("eth0", 4);
-  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->outcome, EthtoolStats::Outcome::kStringSetChanged);
-  k.after_sset_info = nullptr;
-  absl::StatusOr<EthtoolStats> again = io->GetStats("eth0", 300);
-  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(s->values.empty());
+  EXPECT_EQ(k.faults, 1);
+  EXPECT_EQ(k.commands,
+            (std::vector<uint32_t>{abi::kGetSsetInfo, abi::kGetStats, abi::kGetSsetInfo}));
+
+  // Sized again, the whole set reads.
+  absl::StatusOr<EthtoolStats> again = io->GetStats("eth0", kGrown);
+  ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_EQ(again->outcome, EthtoolStats::Outcome::kOk);
-  EXPECT_EQ(again->values, Values(300, 1));
+  ASSERT_EQ(again->values.size(), kGrown);
+  EXPECT_EQ(again->values.back(), 7u);
+  EXPECT_EQ(k.faults, 1);
+}
+
+// The same for the names: GSTRINGS faults on the guard page, and the next attempt sizes the set
+// with a second GSSET_INFO and reads it whole.
+TEST(EthtoolIoctlTest, StringSetThatGrowsPastTheBufferIsSizedAgain) {
+  FakeKernel k;
+  k.fixed = false;
+  k.devs["eth0"] = {Names(4), Values(4, 1)};
+  int grow = 1;
+  k.after_sset_info = [&](const std::string& ifname) {
+    if (grow-- != 1) return;
+    k.devs[ifname].names = Names(5000);
+    k.devs[ifname].values = Values(5000, 1);
+  };
+  auto io = NewEthtoolIoctl({.string_set_attempts = 3}, k.Fn());
+  absl::StatusOr<std::vector<std::string>> names = io->GetStringSet("eth0");
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, Names(5000));
+  EXPECT_EQ(k.faults, 1);
+  EXPECT_EQ(k.commands, (std::vector<uint32_t>{abi::kGetSsetInfo, abi::kGetStrings,
+                                               abi::kGetSsetInfo, abi::kGetStrings}));
 }
 
 TEST(EthtoolIoctlTest, OpensARealSocket) {

@@ -81,13 +81,75 @@ TEST_F(InfinibandCollectorTest, ProcfsFixtureEveryFileAppears) {
   EXPECT_EQ(series["infiniband/mlx5_0/1/port_rcv_data"].def->unit, Unit::kFourByteWords);
   EXPECT_EQ(series["infiniband/mlx5_0/1/port_rcv_data"].def->width, 64);
   EXPECT_TRUE(series["infiniband/mlx5_0/1/port_rcv_data"].def->saturates);
-  EXPECT_EQ(series["infiniband_hw/mlx5_0/1/out_of_sequence"].def->width, 32);
+  EXPECT_EQ(series["infiniband_hw/mlx5_0/1/out_of_sequence"].def->width, 64);  // a u64 sum in sysfs
+  // hfi1_0 and mlx4_0 have no device/driver link in the fixture and no unicast files: a data
+  // counter already past 2^32 - 1 (hfi1 rcv 345091702026, mlx4 xmit 26509113295) says 64-bit.
+  EXPECT_EQ(series["infiniband/hfi1_0/1/port_rcv_data"].def->width, 64);
+  EXPECT_EQ(series["infiniband/mlx4_0/1/port_rcv_data"].def->width, 64);
   EXPECT_FALSE(series["infiniband_hw/mlx5_0/1/out_of_sequence"].def->saturates);
   EXPECT_EQ(series["infiniband/hfi1_0/1/port_rcv_data"].value.raw, 345091702026u);
   // Port attributes.
   EXPECT_EQ(series["infiniband_port/mlx5_0/1/state"].value.raw, 4u);
   EXPECT_EQ(series["infiniband_port/mlx5_0/1/phys_state"].value.raw, 4u);  // the fixture says "4: ACTIVE"
   EXPECT_EQ(series["infiniband_port/mlx5_0/1/rate"].value.raw, 3125000000u);  // 25 Gb/s
+}
+
+// Devices as rdma-core's udev rules name them (ibp<bus>s<slot>, rocep<bus>s<slot>f<fn>): the PMA
+// width comes from the driver the kernel shows (device/driver), not the name, and hw_counters are
+// 64-bit files that already hold more than 32 bits once per-QP counters are bound.
+TEST_F(InfinibandCollectorTest, RenamedDevicesGetWidthsFromTheDriverAndTheFiles) {
+  testing::TempDir tmp;
+  sim::SysfsTreeWriter w(tmp.path());
+  sim::HcaSpec ib;  // mlx5 whose PMA answers EXT_WIDTH_NOIETF: no unicast files, 64-bit data
+  ib.name = "ibp23s0";
+  ib.pma_unicast = false;
+  ASSERT_TRUE(w.AddHca(ib).ok());
+  sim::HcaSpec roce;
+  roce.name = "rocep138s0f0";
+  roce.pci = "0000:8a:00.0";
+  roce.link_layer = "Ethernet";
+  roce.netdev = "ens1f0np0";
+  roce.hw_counter_start = (uint64_t{1} << 32) + 5;  // a Q counter plus its bound QP counters
+  ASSERT_TRUE(w.AddHca(roce).ok());
+  sim::HcaSpec old;  // a driver without 64-bit PMA data (e.g. qib) and the 32-bit table
+  old.name = "ibp3s0";
+  old.pci = "0000:03:00.0";
+  old.driver = "ib_qib";
+  old.pma_unicast = false;
+  ASSERT_TRUE(w.AddHca(old).ok());
+  ASSERT_TRUE(w.SetIbCounter("ibp23s0", 1, "port_rcv_data", 100).ok());
+  ASSERT_TRUE(w.WriteFile("class/infiniband/rocep138s0f0/ports/1/hw_counters/vport_rx_write_requests",
+                          "7\n")
+                  .ok());
+  ASSERT_TRUE(w.WriteFile(
+                   "class/infiniband/rocep138s0f0/ports/1/hw_counters/req_transport_retries_exceeded",
+                   "3\n")
+                  .ok());
+
+  InfinibandCollector c(InfinibandOptions{tmp.path()});
+  auto series = Cycle(c);
+  EXPECT_EQ(errors_.count, 0u);
+  ASSERT_NE(series["infiniband/ibp23s0/1/port_rcv_data"].def, nullptr);
+  EXPECT_EQ(series["infiniband/ibp23s0/1/port_rcv_data"].def->width, 64);
+  EXPECT_EQ(series["infiniband/ibp23s0/1/port_xmit_packets"].def->width, 64);
+  EXPECT_EQ(series.count("infiniband/ibp23s0/1/unicast_rcv_packets"), 0u);
+  EXPECT_EQ(series["infiniband/ibp3s0/1/port_rcv_data"].def->width, 32);
+  EXPECT_EQ(series["infiniband/rocep138s0f0/1/port_rcv_data"].def->width, 64);
+
+  auto seq = series["infiniband_hw/rocep138s0f0/1/out_of_sequence"];
+  ASSERT_NE(seq.def, nullptr);
+  EXPECT_EQ(seq.value.status, ValueStatus::kOk);
+  EXPECT_EQ(seq.value.raw, (uint64_t{1} << 32) + 5);
+  EXPECT_EQ(seq.def->width, 64);
+  EXPECT_FALSE(seq.def->saturates);
+  EXPECT_EQ(seq.def->term_width, 32);  // a sum of 32-bit Q counters: a ~2^32 drop is a wrap
+  EXPECT_EQ(series["infiniband_hw/rocep138s0f0/1/rp_cnp_handled"].def->term_width, 0);
+  for (const char* name : {"vport_rx_write_requests", "req_transport_retries_exceeded"}) {
+    const auto& f = series[absl::StrCat("infiniband_hw/rocep138s0f0/1/", name)];
+    ASSERT_NE(f.def, nullptr) << name;
+    EXPECT_EQ(f.def->width, 64) << name;
+    EXPECT_EQ(f.def->kind, SeriesKind::kCounter) << name;
+  }
 }
 
 TEST_F(InfinibandCollectorTest, DeviceAndPortInfo) {

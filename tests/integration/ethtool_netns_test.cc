@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -39,6 +41,7 @@
 #include "collectors/ethtool/ethtool_collector.h"
 #include "collectors/ethtool/ethtool_ioctl.h"
 #include "collectors/ethtool/ethtool_text.h"
+#include "collectors/ethtool/guarded_buffer.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ringside::collectors {
@@ -179,6 +182,27 @@ std::string ChildMain(const std::string& sysfs) {
                     "\n");
   }
   absl::StrAppend(&out, "PAUSEPARAM\t", io->GetPauseParam(kIfA).status().ToString(), "\n");
+  // The guard page against the real kernel: GSTATS with n_stats 0 (which every kernel, with or
+  // without the count-race fix, answers with all its values) into a buffer with room for the
+  // header only. The values must fault on the guard page (EFAULT), not land past the buffer.
+  {
+    GuardedBuffer guarded;
+    unsigned char* buf = guarded.Get(ethtool_abi::kStatsDataOffset);
+    ethtool_abi::StatsHeader h{ethtool_abi::kGetStats, 0};
+    std::memcpy(buf, &h, sizeof(h));
+    struct ifreq ifr;
+    std::memset(&ifr, 0, sizeof(ifr));
+    std::memcpy(ifr.ifr_name, kIfA, sizeof(kIfA));
+    ifr.ifr_data = reinterpret_cast<char*>(buf);
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const int rc = ::ioctl(fd, ethtool_abi::kSiocEthtool, &ifr);
+    const int err = errno;
+    ::close(fd);
+    std::memcpy(&h, buf, sizeof(h));
+    absl::StrAppend(&out, "GUARD\t",
+                    rc < 0 && err == EFAULT ? "efault" : rc == 0 ? "ok" : std::strerror(err),
+                    "\t", h.n_stats, "\n");
+  }
   std::string ifindex_b;
   if (FILE* f = std::fopen(absl::StrCat(sysfs, "/class/net/", kIfB, "/ifindex").c_str(), "r")) {
     char buf[32] = {};
@@ -370,6 +394,14 @@ TEST_F(EthtoolNetnsTest, VethThroughTheRealIoctlEqualsEthtool) {
   EXPECT_EQ(series.count("lo"), 0u);
   // The real kernel answers a stale count as "changed" (0 entries, or a different count).
   EXPECT_EQ(single["RACE"], "changed");
+  // The kernel wrote the header (its count) and faulted on the guard page for the values.
+  EXPECT_EQ(single["GUARD"], "efault") << report;
+  std::vector<std::string> guard_line;
+  for (absl::string_view line : absl::StrSplit(report, '\n')) {
+    if (absl::StartsWith(line, "GUARD\t")) guard_line = absl::StrSplit(line, '\t');
+  }
+  ASSERT_EQ(guard_line.size(), 3u);
+  EXPECT_EQ(guard_line[2], std::to_string(order[kIfA].size()));
   EXPECT_NE(single["PAUSEPARAM"].find("UNIMPLEMENTED"), std::string::npos) << single["PAUSEPARAM"];
 }
 
