@@ -138,19 +138,22 @@ absl::Status FabricAnalysis::CorrelateChanged(const std::vector<IncidentChange>&
                                               absl::Time now,
                                               std::vector<IncidentChange>* changes) {
   std::set<uint64_t> faults, symptoms;
-  bool fabric_changed = false;
+  bool fabric_changed = false, symptom_changed = false;
   for (const IncidentChange& c : changed) {
     if (IsFabricKind(c.incident.kind)) {
       fabric_changed = true;
       if (c.incident.open()) faults.insert(c.incident.id);
-    } else if (c.incident.open()) {
-      symptoms.insert(c.incident.id);
+    } else {
+      symptom_changed = true;
+      if (c.incident.open()) symptoms.insert(c.incident.id);
     }
   }
   std::vector<const Incident*> fabric;
   for (const Incident* inc : incidents_.Open()) {
     if (IsFabricKind(inc->kind)) {
       fabric.push_back(inc);
+      // A straggler or slowdown that came names ranks: the faults' blast radius, as of it.
+      if (symptom_changed) faults.insert(inc->id);
     } else if (fabric_changed) {
       symptoms.insert(inc->id);  // a fault that came or went may be (or have been) its cause
     }

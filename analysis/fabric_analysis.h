@@ -12,8 +12,9 @@
 //   every second or so:  a.Flush(now, &changes)
 //
 // ApplyFindings turns the findings gathered so far into incidents at once and correlates only the
-// incidents that changed (and, when a fabric incident changed, the open stragglers and slowdowns
-// it may cause): the cheap path an observation that completes a finding takes, so an incident
+// incidents that changed (and the other side of what changed: the open stragglers and slowdowns
+// a fabric incident may cause, the blast radius of the open fabric incidents when a straggler or
+// slowdown came): the cheap path an observation that completes a finding takes, so an incident
 // opens (or resolves) as soon as its evidence is in, not at the next flush. Flush does that too,
 // and lets time pass (flapping quiet, restoration, stale ports, restored incidents nobody
 // confirmed) and correlates every open incident. `changes` lists every incident opened, updated
@@ -117,8 +118,9 @@ class FabricAnalysis {
   Correlator correlator_;
   IncidentManager incidents_;
   std::vector<Finding> findings_;
-  // Causes and blast radius of the incidents among `changed` (and of every open straggler and
-  // job_slowdown when a fabric incident is among them), as Correlator::Correlate does for all.
+  // Causes and blast radius of the incidents among `changed`, as Correlator::Correlate does for
+  // all: also the causes of every open straggler and job_slowdown when a fabric incident is among
+  // them, and the blast radius of every open fabric incident when a straggler or slowdown is.
   absl::Status CorrelateChanged(const std::vector<IncidentChange>& changed, absl::Time now,
                                 std::vector<IncidentChange>* changes);
   // Bind's port numbers: source \x1f device \x1f port → number (from 1), up to kMaxPortNumbers.
