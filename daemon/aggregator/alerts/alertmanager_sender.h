@@ -43,7 +43,7 @@ class AlertmanagerSender final : public AlertSender {
   // One incident's alert, from its first change until its resolution is delivered.
   struct Alert {
     analysis::Incident firing;                      // its latest open revision
-    analysis::IncidentChangeType type;              // the change that made `firing`
+    analysis::IncidentChangeType type = analysis::IncidentChangeType::kOpened;  // made `firing`
     std::optional<analysis::Incident> resolution;   // once it resolved
     absl::Time queued;                              // when the resolution (else `firing`) came
     // When Alertmanager first accepted it firing (InfiniteFuture: not yet).
