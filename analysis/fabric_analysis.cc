@@ -1,5 +1,7 @@
 #include "analysis/fabric_analysis.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 namespace ringside::analysis {
@@ -119,6 +121,83 @@ absl::Status FabricAnalysis::Flush(absl::Time now, std::vector<IncidentChange>* 
   if (absl::Status s = correlator_.Correlate(incidents_, now, changes, &remote_);
       !s.ok() && first.ok()) {
     first = s;
+  }
+  return first;
+}
+
+absl::Status FabricAnalysis::ApplyFindings(absl::Time now, std::vector<IncidentChange>* changes) {
+  if (findings_.empty()) return absl::OkStatus();
+  std::vector<IncidentChange> applied;
+  absl::Status first = incidents_.Apply(findings_, &applied);
+  findings_.clear();
+  if (absl::Status s = CorrelateChanged(applied, now, &applied); !s.ok() && first.ok()) first = s;
+  if (changes != nullptr) {
+    changes->insert(changes->end(), std::make_move_iterator(applied.begin()),
+                    std::make_move_iterator(applied.end()));
+  }
+  return first;
+}
+
+absl::Status FabricAnalysis::CorrelateChanged(const std::vector<IncidentChange>& changed,
+                                              absl::Time now,
+                                              std::vector<IncidentChange>* changes) {
+  std::set<uint64_t> faults, symptoms;
+  bool fabric_changed = false, symptom_changed = false;
+  for (const IncidentChange& c : changed) {
+    if (IsFabricKind(c.incident.kind)) {
+      fabric_changed = true;
+      if (c.incident.open()) faults.insert(c.incident.id);
+    } else {
+      symptom_changed = true;
+      if (c.incident.open()) symptoms.insert(c.incident.id);
+    }
+  }
+  std::vector<const Incident*> fabric;
+  for (const Incident* inc : incidents_.Open()) {
+    if (IsFabricKind(inc->kind)) {
+      fabric.push_back(inc);
+      // A straggler or slowdown that came names ranks: the faults' blast radius, as of it.
+      if (symptom_changed) faults.insert(inc->id);
+    } else if (fabric_changed) {
+      symptoms.insert(inc->id);  // a fault that came or went may be (or have been) its cause
+    }
+  }
+  if (symptoms.empty() && faults.empty()) return absl::OkStatus();
+  for (const Incident* inc : incidents_.RecentlyResolved()) {
+    if (IsFabricKind(inc->kind)) fabric.push_back(inc);
+  }
+  // Other shards' fabric incidents are causes here too, and their stragglers name our faults'
+  // jobs (as Correlator::Correlate does with them: the two paths must agree, or every flush
+  // would undo what the last apply wrote).
+  absl::flat_hash_map<const Incident*, std::string> remote_shard;
+  for (const RemoteIncidents::Entry* e : remote_.Fabric()) {
+    fabric.push_back(&e->incident);
+    remote_shard.emplace(&e->incident, e->shard);
+  }
+  // Compute first, then write (as Correlator::Correlate).
+  std::vector<std::pair<uint64_t, std::vector<CauseLink>>> causes;
+  for (uint64_t id : symptoms) {
+    if (const Incident* s = incidents_.Get(id); s != nullptr && s->open()) {
+      causes.emplace_back(
+          id, correlator_.CausesOf(*s, fabric, remote_shard.empty() ? nullptr : &remote_shard));
+    }
+  }
+  std::vector<std::pair<uint64_t, std::vector<AffectedJob>>> radius;
+  for (uint64_t id : faults) {
+    if (const Incident* f = incidents_.Get(id); f != nullptr && f->open()) {
+      std::vector<AffectedJob> r = correlator_.BlastRadius(*f, now);
+      MergeAffected(r, remote_.AffectedBy(StableIncidentKey(*f)));
+      radius.emplace_back(id, std::move(r));
+    }
+  }
+  absl::Status first;
+  for (auto& [id, c] : causes) {
+    absl::Status s = incidents_.SetCauses(id, std::move(c), now, changes);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  for (auto& [id, r] : radius) {
+    absl::Status s = incidents_.SetAffected(id, std::move(r), now, changes);
+    if (!s.ok() && first.ok()) first = s;
   }
   return first;
 }

@@ -8,12 +8,18 @@
 //                     SeriesDef tells which series matter; the others can be skipped)
 //   per LinkEvents:   a.OnEvent(event)
 //   per Collective:   a.OnCollective(observation)
-//   after each batch, and every second or so:  a.Flush(now, &changes)
+//   after a batch that left findings (pending_findings() > 0):  a.ApplyFindings(now, &changes)
+//   every second or so:  a.Flush(now, &changes)
 //
-// Flush applies the findings gathered since the last call to the incidents, lets time pass
-// (flapping quiet, restoration, stale ports, restored incidents nobody confirmed) and correlates:
-// `changes` lists every incident opened, updated (evidence, causes, blast radius) or resolved —
-// what alerts and WatchIncidents are made of. Thread-compatible: one analysis thread.
+// ApplyFindings turns the findings gathered so far into incidents at once and correlates only the
+// incidents that changed (and the other side of what changed: the open stragglers and slowdowns
+// a fabric incident may cause, the blast radius of the open fabric incidents when a straggler or
+// slowdown came): the cheap path an observation that completes a finding takes, so an incident
+// opens (or resolves) as soon as its evidence is in, not at the next flush. Flush does that too,
+// and lets time pass (flapping quiet, restoration, stale ports, restored incidents nobody
+// confirmed) and correlates every open incident. `changes` lists every incident opened, updated
+// (evidence, causes, blast radius) or resolved — what alerts and WatchIncidents are made of.
+// Thread-compatible: one analysis thread.
 #ifndef RINGSIDE_ANALYSIS_FABRIC_ANALYSIS_H_
 #define RINGSIDE_ANALYSIS_FABRIC_ANALYSIS_H_
 
@@ -99,6 +105,8 @@ class FabricAnalysis {
   const RemoteIncidents& remote() const { return remote_; }
 
   absl::Status Flush(absl::Time now, std::vector<IncidentChange>* changes = nullptr);
+  // The pending findings only, without letting time pass (see above). A no-op without findings.
+  absl::Status ApplyFindings(absl::Time now, std::vector<IncidentChange>* changes = nullptr);
 
   IncidentManager& incidents() { return incidents_; }
   const IncidentManager& incidents() const { return incidents_; }
@@ -121,6 +129,11 @@ class FabricAnalysis {
   IncidentManager incidents_;
   RemoteIncidents remote_;
   std::vector<Finding> findings_;
+  // Causes and blast radius of the incidents among `changed`, as Correlator::Correlate does for
+  // all: also the causes of every open straggler and job_slowdown when a fabric incident is among
+  // them, and the blast radius of every open fabric incident when a straggler or slowdown is.
+  absl::Status CorrelateChanged(const std::vector<IncidentChange>& changed, absl::Time now,
+                                std::vector<IncidentChange>* changes);
   // Bind's port numbers: source \x1f device \x1f port → number (from 1), up to kMaxPortNumbers.
   static constexpr size_t kMaxPortNumbers = size_t{1} << 22;
   absl::flat_hash_map<std::string, uint32_t> port_numbers_;

@@ -85,17 +85,38 @@ absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOp
     if (absl::Status s = host->analysis_->Start(host->options_.now()); !s.ok()) return s;
   }
   AnalysisHost* raw = host.get();
-  host->flusher_ = std::thread([raw] {
-    while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.flush_interval)) {
-      raw->Flush(raw->options_.now());
-    }
-  });
+  host->flusher_ = std::thread([raw] { raw->RunFlushThread(); });
   return host;
 }
 
 AnalysisHost::~AnalysisHost() {
-  stop_.Notify();
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stop_ = true;
+  }
   if (flusher_.joinable()) flusher_.join();
+}
+
+void AnalysisHost::RunFlushThread() {
+  // The tick is on the wall clock (options_.now may be a test's); changes are delivered as soon
+  // as they are queued.
+  absl::Time next_tick = absl::Now() + options_.flush_interval;
+  while (true) {
+    {
+      absl::MutexLock lock(&queue_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+        return stop_ || !queue_.empty();
+      };
+      queue_mu_.AwaitWithDeadline(absl::Condition(&ready), next_tick);
+      if (stop_) return;
+    }
+    if (absl::Now() >= next_tick) {
+      Flush(options_.now());
+      next_tick = absl::Now() + options_.flush_interval;
+    } else {
+      Deliver();
+    }
+  }
 }
 
 const analysis::SeriesBinding& AnalysisHost::BindingOf(const analysis::ObservedSample& s) {
@@ -194,6 +215,7 @@ void AnalysisHost::OnSamples(absl::string_view node,
       analysis_->OnState(st);
     }
   }
+  if (analysis_->pending_findings() > 0) ApplyPending();
 }
 
 void AnalysisHost::OnCollectives(absl::string_view node, uint64_t, uint64_t, absl::Time,
@@ -221,6 +243,7 @@ void AnalysisHost::OnCollectives(absl::string_view node, uint64_t, uint64_t, abs
     o.peer = r.has_peer() ? r.peer() : -1;
     analysis_->OnCollective(o);
   }
+  if (analysis_->pending_findings() > 0) ApplyPending();
 }
 
 void AnalysisHost::OnLinkEvents(absl::string_view node, uint64_t, uint64_t, absl::Time,
@@ -232,6 +255,7 @@ void AnalysisHost::OnLinkEvents(absl::string_view node, uint64_t, uint64_t, absl
                            StateOf(e.to())};
     analysis_->OnEvent(ev);
   }
+  if (analysis_->pending_findings() > 0) ApplyPending();
 }
 
 void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
@@ -256,13 +280,31 @@ void AnalysisHost::ApplyRemote(const std::string& shard, const analysis::Inciden
   analysis_->ApplyRemote(shard, incident);
 }
 
-void AnalysisHost::Flush(absl::Time now) {
+void AnalysisHost::ApplyPending() {
   std::vector<analysis::IncidentChange> changes;
+  const absl::Status s = analysis_->ApplyFindings(options_.now(), &changes);
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++flush_stats_.applies;
+    if (!s.ok()) ++flush_stats_.errors;
+  }
+  if (!s.ok()) options_.log(absl::StrCat("incident store: ", s.ToString()));
+  if (!changes.empty()) Queue(std::move(changes));
+}
+
+void AnalysisHost::Queue(std::vector<analysis::IncidentChange> changes) {
+  absl::MutexLock lock(&queue_mu_);  // its release wakes the flush thread
+  queue_.push_back(std::move(changes));
+}
+
+void AnalysisHost::Flush(absl::Time now) {
   absl::Status s;
   const absl::Time flush_start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
+    std::vector<analysis::IncidentChange> changes;
     s = analysis_->Flush(now, &changes);
+    if (!changes.empty()) Queue(std::move(changes));
   }
   {
     const double seconds = absl::ToDoubleSeconds(absl::Now() - flush_start);
@@ -273,17 +315,30 @@ void AnalysisHost::Flush(absl::Time now) {
     flush_stats_.total_seconds += seconds;
   }
   if (!s.ok()) options_.log(absl::StrCat("incident store: ", s.ToString()));
-  for (const analysis::IncidentChange& c : changes) {
-    std::string entity;
-    for (const auto& [k, v] : c.incident.entity) absl::StrAppend(&entity, " ", k, "=", v);
-    options_.log(absl::StrCat("incident ", c.incident.id, " ",
-                              analysis::IncidentChangeTypeName(c.type), ": ",
-                              analysis::IncidentKindName(c.incident.kind), entity, " — ",
-                              c.incident.summary));
+  Deliver();
+}
+
+void AnalysisHost::Deliver() {
+  absl::MutexLock deliver(&deliver_mu_);
+  while (true) {
+    std::vector<analysis::IncidentChange> changes;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      if (queue_.empty()) return;
+      changes = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    for (const analysis::IncidentChange& c : changes) {
+      std::string entity;
+      for (const auto& [k, v] : c.incident.entity) absl::StrAppend(&entity, " ", k, "=", v);
+      options_.log(absl::StrCat("incident ", c.incident.id, " ",
+                                analysis::IncidentChangeTypeName(c.type), ": ",
+                                analysis::IncidentKindName(c.incident.kind), entity, " — ",
+                                c.incident.summary));
+    }
+    absl::MutexLock lock(&listeners_mu_);
+    for (const ChangeListener& l : listeners_) l(changes);
   }
-  if (changes.empty()) return;
-  absl::MutexLock lock(&listeners_mu_);
-  for (const ChangeListener& l : listeners_) l(changes);
 }
 
 void AnalysisHost::AddListener(ChangeListener listener) {

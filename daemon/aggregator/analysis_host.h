@@ -1,10 +1,23 @@
 // Runs the detectors inside the aggregator: an IngestObserver that feeds every accepted counter
-// step, state sample, collective record and link event to analysis::FabricAnalysis, flushes it
-// about once a second, logs each incident opened, updated or resolved, and keeps the incidents in
-// SQLite (incidents.db) under the state dir (memory only without one).
+// step, state sample, collective record and link event to analysis::FabricAnalysis, logs each
+// incident opened, updated or resolved, and keeps the incidents in SQLite (incidents.db) under the
+// state dir (memory only without one).
+//
+// Event-driven: a batch (samples, link events, collectives) that completes a finding turns it into
+// an incident before OnSamples/OnLinkEvents/OnCollectives returns (FabricAnalysis::ApplyFindings:
+// the findings and the incidents they touch, nothing else), and the change is handed to the
+// listeners (store already written; Query API watchers, metrics, alerts) by the flush thread at
+// once. The flush thread's tick (flush_interval, 1 s) is only for what time alone changes:
+// resolutions after a quiet period, stale ports, restored incidents nobody confirmed, and the
+// correlation of every open incident.
+//
+// Order: changes are queued under the analysis lock, in the order they were made (whichever
+// ingest thread made them), and delivered from that queue in that order, one batch at a time
+// (deliver_mu_), outside the analysis lock.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_ANALYSIS_HOST_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_ANALYSIS_HOST_H_
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,7 +28,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "analysis/fabric_analysis.h"
 #include "analysis/incident_store.h"
 #include "analysis/topology.h"
@@ -56,13 +68,17 @@ class AnalysisHost final : public IngestObserver {
   void ReplaceRemote(const std::string& shard, const std::vector<analysis::Incident>& incidents);
   void ApplyRemote(const std::string& shard, const analysis::Incident& incident);
 
-  // Runs the detectors' clocks to `now` and reports what changed (the flush thread calls it).
+  // Runs the detectors' clocks to `now` and reports what changed (the flush thread calls it on
+  // its tick; tests call it). Returns after every change made so far reached the listeners.
   void Flush(absl::Time now);
+  // Hands the queued changes to the listeners, in order (the flush thread does this as soon as
+  // something is queued). Returns after every change queued so far reached them.
+  void Deliver() ABSL_LOCKS_EXCLUDED(deliver_mu_, queue_mu_);
   // The incidents open now.
   std::vector<analysis::Incident> OpenIncidents() const;
 
-  // Called on the flush thread, outside the analysis lock, with every batch of incident changes
-  // (opened, updated, resolved) in order. Alerts and WatchIncidents are made of these. A listener
+  // Called on the flush thread (or a thread in Flush/Deliver), outside the analysis lock, with
+  // every batch of incident changes (opened, updated, resolved) in order, one call at a time. Alerts and WatchIncidents are made of these. A listener
   // must not block for long (queue and return); it may call the const accessors above.
   using ChangeListener = std::function<void(const std::vector<analysis::IncidentChange>&)>;
   void AddListener(ChangeListener listener) ABSL_LOCKS_EXCLUDED(listeners_mu_);
@@ -74,8 +90,9 @@ class AnalysisHost final : public IngestObserver {
 
   // How the flushes went, for /metrics (ringside_analysis_*). Thread-safe.
   struct FlushStats {
-    uint64_t flushes = 0;
-    uint64_t errors = 0;      // flushes whose store writes failed
+    uint64_t flushes = 0;     // ticks (Flush)
+    uint64_t applies = 0;     // batches whose findings were applied at once (ApplyFindings)
+    uint64_t errors = 0;      // flushes and applies whose store writes failed
     double last_seconds = 0;  // wall time of the latest flush (lock held)
     double total_seconds = 0;
   };
@@ -83,6 +100,12 @@ class AnalysisHost final : public IngestObserver {
 
  private:
   explicit AnalysisHost(AnalysisHostOptions options) : options_(std::move(options)) {}
+  // After a batch: applies the findings it completed and queues the changes (the event path).
+  void ApplyPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues one batch of changes (under mu_, so the queue holds them in the order they were made).
+  void Queue(std::vector<analysis::IncidentChange> changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  void RunFlushThread() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   AnalysisHostOptions options_;
   std::unique_ptr<analysis::IncidentStore> store_;
@@ -121,7 +144,12 @@ class AnalysisHost final : public IngestObserver {
   int64_t quiet_heartbeat_ns_ = 0;  // 0: every step is delivered
   absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
 
-  absl::Notification stop_;
+  // Changes waiting for the listeners, oldest first. Lock order: mu_, then queue_mu_;
+  // deliver_mu_ is taken before queue_mu_ and never with mu_ held.
+  absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::deque<std::vector<analysis::IncidentChange>> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
+  absl::Mutex deliver_mu_ ABSL_ACQUIRED_BEFORE(queue_mu_);  // one delivery at a time
   std::thread flusher_;
 };
 

@@ -121,6 +121,16 @@ ABSL_FLAG(absl::Duration, alert_retry_initial, absl::Seconds(1),
           "First retry delay after a failed delivery; doubles (±20% jitter) up to "
           "--alert-retry-max.");
 ABSL_FLAG(absl::Duration, alert_retry_max, absl::Seconds(30), "Longest retry delay.");
+ABSL_FLAG(absl::Duration, alert_batch_delay, ringside::daemon::kDefaultAlertBatchDelay,
+          "Send an incident change to Alertmanager this long after it (changes within it go "
+          "together).");
+ABSL_FLAG(absl::Duration, alert_min_firing, ringside::daemon::kDefaultAlertMinFiring,
+          "Send a resolved alert to Alertmanager no sooner than this after it first accepted the "
+          "alert firing, so a short incident pages (once, across an Alertmanager cluster): at "
+          "least group_wait + (peers - 1) x peer_timeout (docs/alerts.md).");
+ABSL_FLAG(std::string, alert_min_firing_for, "",
+          "--alert-min-firing per incident kind: kind=duration, comma-separated or repeated "
+          "(e.g. link_down=90s).");
 
 ABSL_FLAG(std::string, detection_config, "",
           "File of detector thresholds, one \"name = value\" per line (docs/detection.md; "
@@ -174,6 +184,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args = ringside::daemon::NormalizeFlagNames(argc, argv);
   ringside::daemon::MergeRepeatedFlag(args, "alertmanager_url");  // repeatable list flags
   ringside::daemon::MergeRepeatedFlag(args, "webhook_url");
+  ringside::daemon::MergeRepeatedFlag(args, "alert_min_firing_for");
   std::vector<char*> argp = ringside::daemon::ArgvPointers(args);
   absl::ParseCommandLine(static_cast<int>(args.size()), argp.data());
   ringside::daemon::SetLogProgram("ringside-aggregator");
@@ -447,6 +458,16 @@ int main(int argc, char** argv) {
       al.http_timeout = absl::GetFlag(FLAGS_alert_timeout);
       al.backoff.initial = absl::GetFlag(FLAGS_alert_retry_initial);
       al.backoff.max = absl::GetFlag(FLAGS_alert_retry_max);
+      al.batch_delay = absl::GetFlag(FLAGS_alert_batch_delay);
+      al.min_firing = absl::GetFlag(FLAGS_alert_min_firing);
+      auto min_firing_for =
+          ringside::daemon::ParseMinFiringFor(absl::GetFlag(FLAGS_alert_min_firing_for));
+      if (!min_firing_for.ok()) {
+        std::fprintf(stderr, "ringside-aggregator: %s\n",
+                     std::string(min_firing_for.status().message()).c_str());
+        return 2;
+      }
+      al.min_firing_for = std::move(*min_firing_for);
       al.state_dir = state_dir;
       al.log = [](const std::string& m) { LogLine(m); };
       auto d = ringside::daemon::AlertDispatcher::Start(al);

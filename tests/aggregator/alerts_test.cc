@@ -21,6 +21,7 @@
 #include "daemon/aggregator/alerts/webhook_sender.h"
 #include "nlohmann/json.hpp"
 #include "tests/aggregator/http_receiver.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ringside::daemon {
@@ -513,6 +514,7 @@ TEST(AlertsAlertmanagerSenderTest, ResendsFiringSendsResolvedOnce) {
   o.state = state->get();
   o.resend_interval = absl::Milliseconds(300);
   o.batch_delay = absl::Milliseconds(10);
+  o.min_firing = absl::ZeroDuration();
   o.backoff = {absl::Milliseconds(50), absl::Milliseconds(200), 2.0, 0.2};
   o.runbook_base = "http://runbooks/r.md";
   auto posted = [&am](size_t i) { return nlohmann::json::parse(am.Requests()[i].body); };
@@ -586,6 +588,208 @@ TEST(AlertsAlertmanagerSenderTest, RetriesWhileDown) {
   }
   EXPECT_EQ(sender.stats().queue_length.load(), 0);
   EXPECT_EQ(am.Requests()[0].path, "/api/v2/alerts");
+}
+
+// --- no lost pages: firing before resolved, held for the minimum firing time -------------------
+
+SenderOptions AmOptions(const std::string& url, DeliveryState* state) {
+  SenderOptions o;
+  o.type = "alertmanager";
+  o.name = "alertmanager:test";
+  o.key = "alertmanager:k";
+  o.url = *ParseHttpUrl(url);
+  o.state = state;
+  o.resend_interval = absl::Seconds(30);
+  o.batch_delay = absl::Milliseconds(10);
+  o.backoff = {absl::Milliseconds(50), absl::Milliseconds(200), 2.0, 0.2};
+  return o;
+}
+
+Incident Resolved(Incident inc, absl::Duration after = absl::Milliseconds(300)) {
+  inc.resolved = inc.opened + after;
+  inc.updated = *inc.resolved;
+  inc.resolution = "link up";
+  ++inc.revision;
+  return inc;
+}
+
+// Per alert (by ringside_incident_key) in the order the receiver got them: "firing" or
+// "resolved", with the time of the request.
+std::vector<std::pair<std::string, absl::Time>> AlertStates(
+    const std::vector<testing::HttpReceiver::Request>& requests, const std::string& key) {
+  std::vector<std::pair<std::string, absl::Time>> out;
+  for (const auto& r : requests) {
+    if (r.answered < 200 || r.answered >= 300) continue;
+    for (const auto& a : nlohmann::json::parse(r.body)) {
+      if (a["labels"].value("ringside_incident_key", "") != key) continue;
+      out.emplace_back(a.contains("endsAt") ? "resolved" : "firing", r.received);
+    }
+  }
+  return out;
+}
+
+TEST(AlertsAlertmanagerSenderTest, OpenedAndResolvedTogetherIsSentFiringFirst) {
+  testing::HttpReceiver am;
+  auto state = DeliveryState::Open("");
+  ASSERT_TRUE(state.ok());
+  SenderOptions o = AmOptions(am.url(""), state->get());
+  o.min_firing = absl::ZeroDuration();
+  AlertmanagerSender sender(o);
+  const Incident opened = Flapping(7, 1);
+  // Both changes inside one batch delay: before, only the resolution went out.
+  sender.Enqueue({IncidentChangeType::kOpened, opened});
+  sender.Enqueue({IncidentChangeType::kResolved, Resolved(opened)});
+  const std::string key = analysis::StableIncidentKey(opened);
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return AlertStates(am.Requests(), key).size() >= 2; }, absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(300));  // room for a (wrong) repeat
+  auto states = AlertStates(am.Requests(), key);
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(states[0].first, "firing");
+  EXPECT_EQ(states[1].first, "resolved");
+  EXPECT_EQ(sender.stats().queue_length.load(), 0);
+}
+
+TEST(AlertsAlertmanagerSenderTest, ResolutionIsHeldForTheMinimumFiringTimePerKind) {
+  testing::HttpReceiver am;
+  auto state = DeliveryState::Open("");
+  ASSERT_TRUE(state.ok());
+  SenderOptions o = AmOptions(am.url(""), state->get());
+  o.min_firing = absl::Milliseconds(1500);
+  o.min_firing_for = {{IncidentKind::kLinkDown, absl::ZeroDuration()}};
+  o.resend_interval = absl::Milliseconds(400);  // firing re-sent while its resolution waits
+  AlertmanagerSender sender(o);
+  const Incident flapping = Flapping(7, 1);
+  Incident down = Flapping(8, 1);
+  down.kind = IncidentKind::kLinkDown;
+  for (const Incident& inc : {flapping, down}) {
+    sender.Enqueue({IncidentChangeType::kOpened, inc});
+    sender.Enqueue({IncidentChangeType::kResolved, Resolved(inc)});
+  }
+  const std::string flapping_key = analysis::StableIncidentKey(flapping);
+  const std::string down_key = analysis::StableIncidentKey(down);
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        auto s = AlertStates(am.Requests(), flapping_key);
+        return !s.empty() && s.back().first == "resolved";
+      },
+      absl::Seconds(15)));
+  auto f = AlertStates(am.Requests(), flapping_key);
+  auto d = AlertStates(am.Requests(), down_key);
+  // link_down (no minimum): firing, then resolved in the next request.
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].first, "firing");
+  EXPECT_EQ(d[1].first, "resolved");
+  // link_flapping: firing (and re-sent firing) for at least 1.5 s, then resolved once.
+  ASSERT_GE(f.size(), 3u);
+  EXPECT_EQ(f.front().first, "firing");
+  for (size_t i = 0; i + 1 < f.size(); ++i) EXPECT_EQ(f[i].first, "firing") << i;
+  EXPECT_GE(f.back().second - f.front().second, absl::Milliseconds(1500));
+  absl::SleepFor(absl::Milliseconds(600));  // more than a resend interval: nothing more
+  EXPECT_EQ(AlertStates(am.Requests(), flapping_key).size(), f.size());
+  EXPECT_EQ(sender.stats().queue_length.load(), 0);
+}
+
+TEST(AlertsAlertmanagerSenderTest, NeverAResolutionAloneAfterARestart) {
+  testing::TempDir dir;
+  testing::HttpReceiver am;
+  auto state = DeliveryState::Open(dir.path() + "/state");
+  ASSERT_TRUE(state.ok());
+  // Incident 7 reached Alertmanager firing before the "restart" and resolved since; incident 9
+  // opened and resolved while nothing reached Alertmanager (not in the delivery state).
+  const Incident fired = Flapping(7, 1);
+  ASSERT_TRUE((*state)
+                  ->Record("alertmanager:k", 7,
+                           {1, IncidentChangeType::kOpened, absl::Now() - absl::Seconds(1)})
+                  .ok());
+  SenderOptions o = AmOptions(am.url(""), state->get());
+  o.min_firing = absl::Milliseconds(800);
+  AlertmanagerSender sender(o);
+  Incident never = Flapping(9, 1);
+  never.opened += absl::Seconds(9);  // its own alert (the key has the opening time)
+  sender.Reconcile({}, [&](uint64_t id) -> std::optional<Incident> {
+    return Resolved(id == 7 ? fired : never);
+  });
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return !AlertStates(am.Requests(), analysis::StableIncidentKey(fired)).empty(); },
+      absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(300));
+  // 7 fired 1 s ago, held 0.8 s: its resolution goes out at once, alone (it already fired).
+  auto s7 = AlertStates(am.Requests(), analysis::StableIncidentKey(fired));
+  ASSERT_EQ(s7.size(), 1u);
+  EXPECT_EQ(s7[0].first, "resolved");
+  // 9 is unknown to the state: Reconcile sends nothing for it (no resolution alone).
+  EXPECT_TRUE(AlertStates(am.Requests(), analysis::StableIncidentKey(never)).empty());
+
+  // A resolution of an incident this sender never saw open is sent firing first, then resolved
+  // after the minimum firing time.
+  Incident unseen = Flapping(11, 1);
+  unseen.opened += absl::Seconds(11);
+  sender.Enqueue({IncidentChangeType::kResolved, Resolved(unseen)});
+  const std::string key = analysis::StableIncidentKey(unseen);
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        auto s = AlertStates(am.Requests(), key);
+        return !s.empty() && s.back().first == "resolved";
+      },
+      absl::Seconds(10)));
+  auto s11 = AlertStates(am.Requests(), key);
+  ASSERT_EQ(s11.size(), 2u);
+  EXPECT_EQ(s11[0].first, "firing");
+  EXPECT_GE(s11[1].second - s11[0].second, absl::Milliseconds(800));
+  // Its firing alert is the open incident: no endsAt, no resolution annotation.
+  for (const auto& r : am.Requests()) {
+    for (const auto& a : nlohmann::json::parse(r.body)) {
+      if (a["labels"].value("ringside_incident_key", "") == key && !a.contains("endsAt")) {
+        EXPECT_FALSE(a["annotations"].contains("resolution"));
+      }
+    }
+  }
+}
+
+TEST_F(AlertsWebhookSenderTest, AResolutionOfAnIncidentTheReceiverNeverSawGoesAfterItsOpening) {
+  testing::HttpReceiver receiver;
+  auto state = DeliveryState::Open("");
+  ASSERT_TRUE(state.ok());
+  WebhookSender sender(Options(receiver.url(), state->get()));
+  // The receiver never got incident 5's `opened` (dropped, or raised before this sender).
+  sender.Enqueue(Change(IncidentChangeType::kResolved, 5, 3));
+  ASSERT_TRUE(receiver.WaitForAccepted(2, absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(300));
+  std::vector<testing::HttpReceiver::Request> got = receiver.Accepted();
+  ASSERT_EQ(got.size(), 2u);
+  auto first = nlohmann::json::parse(got[0].body);
+  auto second = nlohmann::json::parse(got[1].body);
+  EXPECT_EQ(first["type"], "opened");
+  EXPECT_FALSE(first["incident"].contains("resolved") && !first["incident"]["resolved"].is_null());
+  EXPECT_EQ(first["incident"]["revision"], 2);
+  EXPECT_EQ(second["type"], "resolved");
+  EXPECT_EQ(second["incident"]["revision"], 3);
+}
+
+TEST(AlertsDispatcherTest, MinFiringForParses) {
+  auto m = ParseMinFiringFor("link_down=60s, straggler=0s");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->size(), 2u);
+  EXPECT_EQ(m->at(IncidentKind::kLinkDown), absl::Seconds(60));
+  EXPECT_EQ(m->at(IncidentKind::kStraggler), absl::ZeroDuration());
+  EXPECT_TRUE(ParseMinFiringFor("")->empty());
+  for (const char* bad : {"link_down", "nosuch=1s", "link_down=soon", "link_down=-1s",
+                          "link_down=1s,link_down=2s"}) {
+    EXPECT_FALSE(ParseMinFiringFor(bad).ok()) << bad;
+  }
+  SenderOptions o;
+  o.min_firing = absl::Seconds(45);
+  o.min_firing_for = *m;
+  EXPECT_EQ(MinFiring(o, IncidentKind::kLinkDown), absl::Seconds(60));
+  EXPECT_EQ(MinFiring(o, IncidentKind::kPauseStorm), absl::Seconds(45));
+  AlertOptions a;
+  a.alertmanager_urls = {"http://127.0.0.1:1"};
+  a.batch_delay = absl::Milliseconds(-1);
+  EXPECT_FALSE(AlertDispatcher::Start(a).ok());
+  a.batch_delay = absl::ZeroDuration();
+  a.min_firing = absl::Seconds(-1);
+  EXPECT_FALSE(AlertDispatcher::Start(a).ok());
 }
 
 // --- metrics

@@ -2,22 +2,27 @@
 // (same names, so the same interned identities) keep their own detector records — the host's
 // per-node, per-slot record hints must never hand one node's port to another — a series
 // redefined under the same slot starts from its own record, and leaving out the steps a detector
-// called quiet changes no incident.
+// called quiet changes no incident. Incidents are event-driven: a link event that completes a
+// finding reaches the listeners without any flush tick, and changes made by several ingest threads
+// at once are delivered one batch at a time, in the order they were made.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/common/protocol.h"
+#include "tests/testing/eventually.h"
 
 namespace ringside::daemon {
 namespace {
@@ -330,6 +335,125 @@ TEST(AnalysisHostQuietTest, LeavingOutQuietStepsChangesNoIncident) {
                         "resolved pause_storm", "resolved congestion"}) {
     EXPECT_NE(kinds.find(k), std::string::npos) << k << " not in:\n" << kinds;
   }
+}
+
+v1::LinkEvents OneEvent(const std::string& device, absl::Time t, v1::LinkState from,
+                        v1::LinkState to) {
+  v1::LinkEvents events;
+  v1::LinkEvent* e = events.add_events();
+  e->set_time_unix_nanos(absl::ToUnixNanos(t));
+  e->set_source("verbs");
+  e->set_device(device);
+  e->set_port("1");
+  e->set_from(from);
+  e->set_to(to);
+  return events;
+}
+
+// What the listeners were handed, in order, with the calls that overlapped another (none may).
+struct Recorded {
+  absl::Mutex mu;
+  std::vector<analysis::IncidentChange> changes ABSL_GUARDED_BY(mu);
+  int calls_in_progress ABSL_GUARDED_BY(mu) = 0;
+  int overlapping_calls ABSL_GUARDED_BY(mu) = 0;
+  size_t Count(analysis::IncidentChangeType type) {
+    absl::MutexLock l(&mu);
+    size_t n = 0;
+    for (const auto& c : changes) n += c.type == type ? 1 : 0;
+    return n;
+  }
+};
+
+std::unique_ptr<AnalysisHost> EventHost(Recorded& rec) {
+  AnalysisHostOptions ho;
+  ho.flush_interval = absl::Hours(1);  // no tick during the test: only the event path
+  auto host = AnalysisHost::Start(ho);
+  EXPECT_TRUE(host.ok()) << host.status();
+  (*host)->AddListener([&rec](const std::vector<analysis::IncidentChange>& cs) {
+    {
+      absl::MutexLock l(&rec.mu);
+      if (++rec.calls_in_progress > 1) ++rec.overlapping_calls;
+    }
+    absl::SleepFor(absl::Microseconds(50));  // widen the window an overlap would need
+    absl::MutexLock l(&rec.mu);
+    --rec.calls_in_progress;
+    rec.changes.insert(rec.changes.end(), cs.begin(), cs.end());
+  });
+  return std::move(*host);
+}
+
+TEST(AnalysisHostEventTest, ALinkEventOpensAndResolvesWithoutAFlush) {
+  Recorded rec;
+  std::unique_ptr<AnalysisHost> host = EventHost(rec);
+  const absl::Time t = absl::Now();
+  host->OnLinkEvents("n1", 1, 1, t, OneEvent("mlx5_0", t, v1::LINK_STATE_UP, v1::LINK_STATE_DOWN));
+  // The incident is open (and stored) once OnLinkEvents returns; the listeners get it at once.
+  ASSERT_EQ(host->OpenIncidents().size(), 1u);
+  EXPECT_EQ(host->OpenIncidents()[0].kind, analysis::IncidentKind::kLinkDown);
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return rec.Count(analysis::IncidentChangeType::kOpened) == 1; }, absl::Seconds(5)));
+  const absl::Time t2 = t + absl::Milliseconds(300);
+  host->OnLinkEvents("n1", 1, 2, t2,
+                     OneEvent("mlx5_0", t2, v1::LINK_STATE_DOWN, v1::LINK_STATE_UP));
+  EXPECT_TRUE(host->OpenIncidents().empty());
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return rec.Count(analysis::IncidentChangeType::kResolved) == 1; }, absl::Seconds(5)));
+  EXPECT_EQ(host->flush_stats().flushes, 0u);  // no tick ran: the event path alone
+  EXPECT_EQ(host->flush_stats().applies, 2u);
+  absl::MutexLock l(&rec.mu);
+  ASSERT_GE(rec.changes.size(), 2u);
+  EXPECT_EQ(rec.changes.front().type, analysis::IncidentChangeType::kOpened);
+  EXPECT_EQ(rec.changes.back().type, analysis::IncidentChangeType::kResolved);
+  EXPECT_EQ(*rec.changes.back().incident.resolved, t2);  // resolved at its real time
+}
+
+TEST(AnalysisHostEventTest, ConcurrentIngestThreadsDeliverInTheOrderChangesWereMade) {
+  Recorded rec;
+  std::unique_ptr<AnalysisHost> host = EventHost(rec);
+  constexpr int kThreads = 4;
+  constexpr int kPorts = 40;
+  const absl::Time t0 = absl::Now();
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&, th] {
+      const std::string node = absl::StrCat("n", th);
+      for (int p = 0; p < kPorts; ++p) {  // one down→up cycle per port: link_down, resolved
+        const std::string dev = absl::StrCat("mlx5_", p);
+        const absl::Time t = t0 + absl::Milliseconds(10 * p);
+        host->OnLinkEvents(node, 1, 1, t, OneEvent(dev, t, v1::LINK_STATE_UP, v1::LINK_STATE_DOWN));
+        const absl::Time u = t + absl::Milliseconds(5);
+        host->OnLinkEvents(node, 1, 2, u, OneEvent(dev, u, v1::LINK_STATE_DOWN, v1::LINK_STATE_UP));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  constexpr size_t kIncidents = kThreads * kPorts;
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return rec.Count(analysis::IncidentChangeType::kResolved) == kIncidents; },
+      absl::Seconds(20)));
+  absl::MutexLock l(&rec.mu);
+  EXPECT_EQ(rec.overlapping_calls, 0);
+  // Ids are handed out in the order incidents open, under the analysis lock: delivered in that
+  // order, each incident's revisions rising, opened first and resolved last.
+  uint64_t last_opened = 0;
+  std::map<uint64_t, uint64_t> revision;
+  std::set<uint64_t> resolved;
+  for (const analysis::IncidentChange& c : rec.changes) {
+    const uint64_t id = c.incident.id;
+    if (c.type == analysis::IncidentChangeType::kOpened) {
+      EXPECT_GT(id, last_opened);
+      last_opened = id;
+      EXPECT_FALSE(revision.count(id));
+    } else {
+      ASSERT_TRUE(revision.count(id)) << "incident " << id << " changed before it opened";
+      EXPECT_FALSE(resolved.count(id)) << "incident " << id << " changed after it resolved";
+    }
+    if (revision.count(id)) EXPECT_GT(c.incident.revision, revision[id]);
+    revision[id] = c.incident.revision;
+    if (c.type == analysis::IncidentChangeType::kResolved) resolved.insert(id);
+  }
+  EXPECT_EQ(revision.size(), kIncidents);
+  EXPECT_EQ(resolved.size(), kIncidents);
 }
 
 }  // namespace

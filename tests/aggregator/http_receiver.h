@@ -37,6 +37,7 @@ class HttpReceiver {
     std::map<std::string, std::string> headers;  // lowercased names
     std::string body;
     int answered = 0;  // the status sent back
+    absl::Time received;  // when its body was in
   };
 
   // Binds 127.0.0.1:`port` (0: any free port) and serves until destroyed or Stop().
@@ -148,6 +149,7 @@ class HttpReceiver {
           std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
     }
     r.body = raw.substr(head_end + 4);
+    r.received = absl::Now();
     {
       absl::MutexLock l(&mu_);
       r.answered = status_;

@@ -5,10 +5,13 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "daemon/aggregator/alerts/alert_metrics.h"
 #include "daemon/aggregator/alerts/alertmanager_sender.h"
 #include "daemon/aggregator/alerts/hmac.h"
+#include "daemon/aggregator/alerts/repeated_flags.h"
 #include "daemon/aggregator/alerts/webhook_sender.h"
 
 namespace ringside::daemon {
@@ -32,6 +35,34 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   return std::string(s);
 }
 
+absl::StatusOr<std::map<analysis::IncidentKind, absl::Duration>> ParseMinFiringFor(
+    absl::string_view list) {
+  std::map<analysis::IncidentKind, absl::Duration> out;
+  for (const std::string& item : SplitList(list)) {
+    const size_t eq = item.find('=');
+    const std::optional<analysis::IncidentKind> kind =
+        eq == std::string::npos ? std::nullopt
+                                : analysis::ParseIncidentKind(absl::StripAsciiWhitespace(
+                                      absl::string_view(item).substr(0, eq)));
+    absl::Duration d;
+    if (!kind.has_value() ||
+        !absl::ParseDuration(absl::StripAsciiWhitespace(absl::string_view(item).substr(eq + 1)),
+                             &d) ||
+        d < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--alert-min-firing-for: \"", item,
+          "\" is not kind=duration (kinds: link_down, link_flapping, link_degraded, pause_storm, "
+          "congestion, straggler, job_slowdown; e.g. link_down=60s)"));
+    }
+    if (!out.emplace(*kind, d).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--alert-min-firing-for: ", analysis::IncidentKindName(*kind),
+                       " is given twice"));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<AlertDispatcher>> AlertDispatcher::Start(AlertOptions options) {
   std::unique_ptr<AlertDispatcher> d(new AlertDispatcher());
   d->options_ = std::move(options);
@@ -44,6 +75,12 @@ absl::StatusOr<std::unique_ptr<AlertDispatcher>> AlertDispatcher::Start(AlertOpt
   }
   if (o.max_age <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--webhook-max-age must be positive");
+  }
+  if (o.batch_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--alert-batch-delay must not be negative");
+  }
+  if (o.min_firing < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--alert-min-firing must not be negative");
   }
   if (!o.webhook_urls.empty() && o.webhook_secret.empty()) {
     return absl::InvalidArgumentError(
@@ -77,6 +114,8 @@ absl::StatusOr<std::unique_ptr<AlertDispatcher>> AlertDispatcher::Start(AlertOpt
     so.queue_size = o.queue_size;
     so.resend_interval = o.resend_interval;
     so.batch_delay = o.batch_delay;
+    so.min_firing = o.min_firing;
+    so.min_firing_for = o.min_firing_for;
     so.runbook_base = o.runbook_base_url;
     so.now = o.now;
     so.log = o.log;

@@ -10,6 +10,7 @@
 #define RINGSIDE_DAEMON_AGGREGATOR_ALERTS_ALERT_DISPATCHER_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +37,10 @@ struct AlertOptions {
   size_t queue_size = 10000;                // per receiver
   absl::Duration http_timeout = absl::Seconds(10);
   BackoffOptions backoff{absl::Seconds(1), absl::Seconds(30), 2.0, 0.2};
-  absl::Duration batch_delay = absl::Milliseconds(200);
+  absl::Duration batch_delay = kDefaultAlertBatchDelay;  // --alert-batch-delay
+  // --alert-min-firing, --alert-min-firing-for (Alertmanager only; see SenderOptions).
+  absl::Duration min_firing = kDefaultAlertMinFiring;
+  std::map<analysis::IncidentKind, absl::Duration> min_firing_for;
   std::string state_dir;  // the delivery state file lives here; empty: memory only
   std::function<absl::Time()> now = absl::Now;
   std::function<void(const std::string&)> log;
@@ -45,6 +49,11 @@ struct AlertOptions {
 // Reads a secret file, stripping one trailing newline (and a \r before it). An unreadable or
 // empty file is an error naming the path.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
+
+// --alert-min-firing-for: "kind=duration" items, comma-separated ("link_down=60s,straggler=0s").
+// An unknown kind, a malformed or negative duration, or a kind given twice is an error.
+absl::StatusOr<std::map<analysis::IncidentKind, absl::Duration>> ParseMinFiringFor(
+    absl::string_view list);
 
 class AlertDispatcher {
  public:

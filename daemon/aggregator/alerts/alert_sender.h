@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ struct SenderStats {
   std::atomic<int64_t> last_delivery_unix_ms{0};
 };
 
+// Changes that arrive within this of the first one go out together (--alert-batch-delay).
+inline constexpr absl::Duration kDefaultAlertBatchDelay = absl::Milliseconds(10);
+// --alert-min-firing: Alertmanager's group_wait (30s) + (3 - 1) peers x its peer_timeout (15s)
+// + 15s margin: a cluster of up to three Alertmanagers with their defaults pages a short incident
+// once (docs/alerts.md "Short incidents").
+inline constexpr absl::Duration kDefaultAlertMinFiring = absl::Seconds(75);
+
 struct SenderOptions {
   std::string type;  // "alertmanager" or "webhook"
   std::string name;  // the metrics label: "<type>:<host:port>" (no path: it may hold a token)
@@ -48,7 +56,12 @@ struct SenderOptions {
   std::string secret;
   // Alertmanager: re-send firing alerts this often; gather changes for batch_delay first.
   absl::Duration resend_interval = absl::Seconds(60);
-  absl::Duration batch_delay = absl::Milliseconds(200);
+  absl::Duration batch_delay = kDefaultAlertBatchDelay;
+  // Alertmanager: a resolved alert is sent no sooner than this after Alertmanager first accepted
+  // it firing (per kind: min_firing_for, else min_firing), so every member of an Alertmanager
+  // cluster pages it once (docs/alerts.md "Short incidents").
+  absl::Duration min_firing = kDefaultAlertMinFiring;
+  std::map<analysis::IncidentKind, absl::Duration> min_firing_for;
   std::string runbook_base;
   // Resolved deliveries older than this are dropped from the state file.
   absl::Duration state_retention = absl::Hours(24);
@@ -58,6 +71,14 @@ struct SenderOptions {
 
 // Any incident by id (open or resolved), from the incident store; nullopt when unknown.
 using IncidentLookup = std::function<std::optional<analysis::Incident>(uint64_t id)>;
+
+// The minimum firing time of `kind` under `options` (min_firing_for, else min_firing).
+absl::Duration MinFiring(const SenderOptions& options, analysis::IncidentKind kind);
+
+// The incident as it was while open: `resolved` and `resolution` cleared, the revision before the
+// resolution (at least 1). What a receiver is sent firing when the resolution is the first it
+// would otherwise hear of the incident.
+analysis::Incident FiringView(const analysis::Incident& resolved);
 
 class AlertSender {
  public:

@@ -1,5 +1,7 @@
 #include "daemon/aggregator/alerts/alertmanager_sender.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -34,8 +36,16 @@ void AlertmanagerSender::Stop() {
 }
 
 void AlertmanagerSender::UpdateQueueLength() {
-  stats_.queue_length.store(static_cast<int64_t>(unsent_.size() + resolved_.size()),
-                            std::memory_order_relaxed);
+  int64_t waiting = 0;
+  for (const auto& [id, a] : alerts_) waiting += (a.unsent || a.resolution.has_value()) ? 1 : 0;
+  stats_.queue_length.store(waiting, std::memory_order_relaxed);
+}
+
+absl::Time AlertmanagerSender::ReleaseTime(const Alert& a) const {
+  if (!a.resolution.has_value() || a.fired_at == absl::InfiniteFuture()) {
+    return absl::InfiniteFuture();
+  }
+  return a.fired_at + MinFiring(options_, a.firing.kind);
 }
 
 void AlertmanagerSender::AddResolved(const Incident& inc, absl::Time now) {
@@ -44,30 +54,56 @@ void AlertmanagerSender::AddResolved(const Incident& inc, absl::Time now) {
     stats_.duplicates_skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (resolved_.size() >= options_.queue_size && !resolved_.count(inc.id)) {
-    // Drop the resolved alert queued longest ago (Alertmanager resolves it by its timeout).
-    auto oldest = resolved_.begin();
-    for (auto it = resolved_.begin(); it != resolved_.end(); ++it) {
-      if (it->second.queued < oldest->second.queued) oldest = it;
+  auto it = alerts_.find(inc.id);
+  if (it == alerts_.end()) {
+    size_t resolutions = 0;
+    auto oldest = alerts_.end();
+    for (auto a = alerts_.begin(); a != alerts_.end(); ++a) {
+      if (!a->second.resolution.has_value()) continue;
+      ++resolutions;
+      if (oldest == alerts_.end() || a->second.queued < oldest->second.queued) oldest = a;
     }
-    resolved_.erase(oldest);
-    stats_.dropped_queue_full.fetch_add(1, std::memory_order_relaxed);
+    if (resolutions >= options_.queue_size && oldest != alerts_.end()) {
+      // Drop the resolved alert queued longest ago (Alertmanager resolves it by its timeout).
+      alerts_.erase(oldest);
+      stats_.dropped_queue_full.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Not seen open here: it is sent firing first all the same (never a resolution alone).
+    Alert a;
+    a.firing = FiringView(inc);
+    a.type = IncidentChangeType::kOpened;
+    if (r.has_value()) {  // Alertmanager had it firing (before a restart)
+      a.fired_at = r->at;
+      a.unsent = r->revision < a.firing.revision;
+    }
+    it = alerts_.emplace(inc.id, std::move(a)).first;
   }
-  resolved_[inc.id] = Alert{inc, IncidentChangeType::kResolved, now};
+  it->second.resolution = inc;
+  it->second.queued = now;
 }
 
 void AlertmanagerSender::Enqueue(const analysis::IncidentChange& change) {
   const Incident& inc = change.incident;
+  const absl::Time now = options_.now();
   absl::MutexLock l(&mu_);
   if (change.type == IncidentChangeType::kResolved) {
-    firing_.erase(inc.id);
-    unsent_.erase(inc.id);
-    AddResolved(inc, options_.now());
+    AddResolved(inc, now);
   } else {
-    auto it = firing_.find(inc.id);
-    if (it != firing_.end() && it->second.incident.revision >= inc.revision) return;
-    firing_[inc.id] = Alert{inc, change.type, options_.now()};
-    unsent_.insert(inc.id);
+    auto it = alerts_.find(inc.id);
+    if (it == alerts_.end()) {
+      Alert a;
+      a.firing = inc;
+      a.type = change.type;
+      a.queued = now;
+      alerts_.emplace(inc.id, std::move(a));
+    } else {
+      Alert& a = it->second;
+      if (a.resolution.has_value() || a.firing.revision >= inc.revision) return;
+      a.firing = inc;
+      a.type = change.type;
+      a.queued = now;
+      a.unsent = true;
+    }
   }
   dirty_ = true;
   UpdateQueueLength();
@@ -79,18 +115,27 @@ void AlertmanagerSender::Reconcile(const std::vector<Incident>& open,
   absl::MutexLock l(&mu_);
   for (const Incident& inc : open) {
     std::optional<DeliveryRecord> r = options_.state->Get(options_.key, inc.id);
-    auto it = firing_.find(inc.id);
-    if (it != firing_.end() && it->second.incident.revision >= inc.revision) continue;
-    firing_[inc.id] =
-        Alert{inc, r.has_value() ? IncidentChangeType::kUpdated : IncidentChangeType::kOpened, now};
+    auto it = alerts_.find(inc.id);
+    if (it != alerts_.end() &&
+        (it->second.resolution.has_value() || it->second.firing.revision >= inc.revision)) {
+      continue;
+    }
+    Alert& a = alerts_[inc.id];
+    a.firing = inc;
+    a.type = r.has_value() ? IncidentChangeType::kUpdated : IncidentChangeType::kOpened;
+    a.queued = now;
     // Firing alerts are re-sent anyway; only a new revision counts as unsent.
-    if (!r.has_value() || r->revision < inc.revision) unsent_.insert(inc.id);
+    a.unsent = !r.has_value() || r->revision < inc.revision;
+    if (r.has_value() && r->type != IncidentChangeType::kResolved &&
+        a.fired_at == absl::InfiniteFuture()) {
+      a.fired_at = r->at;
+    }
   }
   for (const auto& [id, r] : options_.state->Entries(options_.key)) {
-    if (r.type == IncidentChangeType::kResolved || firing_.count(id)) continue;
+    if (r.type == IncidentChangeType::kResolved || alerts_.count(id)) continue;
     std::optional<Incident> inc = lookup ? lookup(id) : std::nullopt;
     if (inc.has_value() && inc->resolved.has_value()) {
-      AddResolved(*inc, now);
+      AddResolved(*inc, now);  // it fired here before: held until its minimum firing time
     } else if (!inc.has_value()) {
       (void)options_.state->Forget(options_.key, id);
     }
@@ -100,16 +145,27 @@ void AlertmanagerSender::Reconcile(const std::vector<Incident>& open,
 }
 
 void AlertmanagerSender::Run() {
-  absl::Time next_send = absl::InfiniteFuture();  // the next re-send or retry
+  absl::Time next_send = absl::InfiniteFuture();  // the next re-send or retry (wall clock)
   bool retrying = false;
   while (true) {
-    std::vector<Alert> batch;
+    std::vector<Sent> batch;
     {
       absl::MutexLock l(&mu_);
-      // A change sends at once, except while waiting to retry; otherwise the re-send time.
+      // A change sends at once, except while waiting to retry; otherwise the re-send time, or
+      // the time a held resolution may go out.
+      absl::Time deadline = next_send;
+      if (!retrying) {
+        const absl::Time now = options_.now();
+        for (const auto& [id, a] : alerts_) {
+          const absl::Time release = ReleaseTime(a);
+          if (release != absl::InfiniteFuture()) {
+            deadline = std::min(deadline, absl::Now() + std::max(absl::ZeroDuration(), release - now));
+          }
+        }
+      }
       auto wake = [this, retrying]()
                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || (dirty_ && !retrying); };
-      mu_.AwaitWithDeadline(absl::Condition(&wake), next_send);
+      mu_.AwaitWithDeadline(absl::Condition(&wake), deadline);
       if (stop_) return;
     }
     if (!retrying) absl::SleepFor(options_.batch_delay);  // gather a burst of changes
@@ -117,16 +173,27 @@ void AlertmanagerSender::Run() {
     {
       absl::MutexLock l(&mu_);
       if (stop_) return;
-      for (auto it = resolved_.begin(); it != resolved_.end();) {
-        if (now - it->second.queued > options_.max_age) {
-          stats_.dropped_expired.fetch_add(1, std::memory_order_relaxed);
-          it = resolved_.erase(it);
+      for (auto it = alerts_.begin(); it != alerts_.end();) {
+        const Alert& a = it->second;
+        if (a.resolution.has_value()) {
+          const absl::Time release = ReleaseTime(a);
+          const absl::Time since =
+              release == absl::InfiniteFuture() ? a.queued : std::max(a.queued, release);
+          if (now - since > options_.max_age) {
+            stats_.dropped_expired.fetch_add(1, std::memory_order_relaxed);
+            it = alerts_.erase(it);
+            continue;
+          }
+        }
+        ++it;
+      }
+      for (const auto& [id, a] : alerts_) {
+        if (a.resolution.has_value() && ReleaseTime(a) <= now) {
+          batch.push_back(Sent{*a.resolution, IncidentChangeType::kResolved});
         } else {
-          ++it;
+          batch.push_back(Sent{a.firing, a.type});
         }
       }
-      for (const auto& [id, a] : firing_) batch.push_back(a);
-      for (const auto& [id, a] : resolved_) batch.push_back(a);
       dirty_ = false;
       UpdateQueueLength();
     }
@@ -138,7 +205,7 @@ void AlertmanagerSender::Run() {
     if (retrying) stats_.retried.fetch_add(1, std::memory_order_relaxed);
     std::vector<const Incident*> incidents;
     incidents.reserve(batch.size());
-    for (const Alert& a : batch) incidents.push_back(&a.incident);
+    for (const Sent& a : batch) incidents.push_back(&a.incident);
     HttpClientRequest req;
     req.method = "POST";
     req.url = post_url_;
@@ -148,28 +215,31 @@ void AlertmanagerSender::Run() {
     absl::StatusOr<HttpClientResponse> resp = SendHttp(req);
     if (resp.ok() && resp->status >= 200 && resp->status < 300) {
       NoteSuccess();
+      const absl::Time accepted = options_.now();
       std::vector<std::pair<uint64_t, DeliveryRecord>> records;
       bool idle = false;
       {
         absl::MutexLock l(&mu_);
-        for (const Alert& a : batch) {
+        for (const Sent& a : batch) {
           const Incident& inc = a.incident;
+          auto it = alerts_.find(inc.id);
           if (a.type == IncidentChangeType::kResolved) {
-            auto it = resolved_.find(inc.id);
-            if (it != resolved_.end() && it->second.incident.revision <= inc.revision) {
-              resolved_.erase(it);
+            if (it != alerts_.end() && it->second.resolution.has_value() &&
+                it->second.resolution->revision <= inc.revision) {
+              alerts_.erase(it);
             }
           } else {
-            auto it = firing_.find(inc.id);
-            if (it != firing_.end() && it->second.incident.revision <= inc.revision) {
-              unsent_.erase(inc.id);
+            if (it != alerts_.end()) {
+              Alert& held = it->second;
+              if (held.fired_at == absl::InfiniteFuture()) held.fired_at = accepted;
+              if (held.firing.revision <= inc.revision) held.unsent = false;
             }
             if (options_.state->Delivered(options_.key, inc.id, inc.revision)) continue;
           }
-          records.emplace_back(inc.id, DeliveryRecord{inc.revision, a.type, now});
+          records.emplace_back(inc.id, DeliveryRecord{inc.revision, a.type, accepted});
         }
         UpdateQueueLength();
-        idle = firing_.empty() && resolved_.empty();
+        idle = alerts_.empty();
       }
       // The file is written without mu_ held: Enqueue (the flush thread) never waits for a disk.
       if (absl::Status s = options_.state->RecordAll(options_.key, records); !s.ok()) {

@@ -1,15 +1,23 @@
 // An Alertmanager (v2 API): POST <url>/api/v2/alerts with every firing alert (one per open
 // incident, endsAt omitted) and every resolved alert not yet delivered (endsAt = resolved time).
-// Sent soon after a change (batch_delay) and re-sent every resend_interval while anything fires,
-// as Alertmanager expects (it resolves an alert that is not re-sent within its resolve_timeout).
-// A failed POST is retried with jittered exponential backoff; a resolved alert is given up after
-// max_age. Alertmanager deduplicates firing alerts by their labels, so re-sending them after a
-// restart raises nothing new; resolved alerts it acknowledged are recorded and never sent again.
+// Sent batch_delay after a change (changes arriving within it go together) and re-sent every
+// resend_interval while anything fires, as Alertmanager expects (it resolves an alert that is not
+// re-sent within its resolve_timeout). A failed POST is retried with jittered exponential backoff;
+// a resolved alert is given up after max_age. Alertmanager deduplicates firing alerts by their
+// labels, so re-sending them after a restart raises nothing new; resolved alerts it acknowledged
+// are recorded and never sent again.
+//
+// No lost pages: an incident is always sent firing before its resolution, however short it was
+// (one that opened and resolved between two sends is sent firing first), and its resolution is
+// held until min_firing (per kind) after Alertmanager first accepted it firing — meanwhile it is
+// sent, and re-sent, firing. Alertmanager never notifies an alert that arrives already resolved,
+// and a cluster member that waited its turn (peer position x peer_timeout) would notify firing
+// again after a quick resolution; the hold covers both (docs/alerts.md "Short incidents").
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_ALERTS_ALERTMANAGER_SENDER_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_ALERTS_ALERTMANAGER_SENDER_H_
 
 #include <map>
-#include <set>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,21 +40,31 @@ class AlertmanagerSender final : public AlertSender {
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // One incident's alert, from its first change until its resolution is delivered.
   struct Alert {
+    analysis::Incident firing;                      // its latest open revision
+    analysis::IncidentChangeType type = analysis::IncidentChangeType::kOpened;  // made `firing`
+    std::optional<analysis::Incident> resolution;   // once it resolved
+    absl::Time queued;                              // when the resolution (else `firing`) came
+    // When Alertmanager first accepted it firing (InfiniteFuture: not yet).
+    absl::Time fired_at = absl::InfiniteFuture();
+    bool unsent = true;  // `firing` changed since the last send
+  };
+  // One alert of a POST: the incident as sent, and what it stands for.
+  struct Sent {
     analysis::Incident incident;
-    analysis::IncidentChangeType type;  // the last change seen
-    absl::Time queued;
+    analysis::IncidentChangeType type;
   };
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   void UpdateQueueLength() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddResolved(const analysis::Incident& inc, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When `a`'s resolution may go out (InfiniteFuture: no resolution, or not yet fired).
+  absl::Time ReleaseTime(const Alert& a) const;
 
   HttpUrl post_url_;
   absl::Mutex mu_;
-  std::map<uint64_t, Alert> firing_ ABSL_GUARDED_BY(mu_);
-  std::set<uint64_t> unsent_ ABSL_GUARDED_BY(mu_);  // firing ids changed since the last send
-  std::map<uint64_t, Alert> resolved_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Alert> alerts_ ABSL_GUARDED_BY(mu_);
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   Backoff backoff_;

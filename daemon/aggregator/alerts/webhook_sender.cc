@@ -116,6 +116,25 @@ void WebhookSender::Run() {
       retrying = false;
       continue;
     }
+    if (ev.type == IncidentChangeType::kResolved &&
+        !options_.state->Get(options_.key, inc.id).has_value()) {
+      // The receiver has nothing of this incident: its `opened` first, never a resolution alone.
+      absl::MutexLock l(&mu_);
+      if (queue_.empty()) continue;  // only Stop empties it
+      if (ev.opened_first) {  // the `opened` made for it was dropped: drop the resolution too
+        Log(absl::StrCat(options_.name, ": dropped ", DeliveryId(inc, ev.type),
+                         ": its incident never reached the receiver"));
+        queue_.pop_front();
+        in_flight_ = false;
+        stats_.queue_length.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
+        continue;
+      }
+      queue_.front().opened_first = true;
+      queue_.push_front(Event{IncidentChangeType::kOpened, FiringView(inc), ev.queued});
+      in_flight_ = false;
+      stats_.queue_length.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
+      continue;
+    }
     const absl::Time now = options_.now();
     if (now - ev.queued > options_.max_age) {
       stats_.dropped_expired.fetch_add(1, std::memory_order_relaxed);

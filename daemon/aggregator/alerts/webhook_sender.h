@@ -3,7 +3,9 @@
 // X-Ringside-Delivery (stable id) and X-Ringside-Timestamp (the event's Unix seconds). Events go
 // out one at a time, in order; a failed one is retried with jittered exponential backoff (the
 // ones behind it wait) until delivered or older than max_age. The queue is bounded: when full,
-// the oldest waiting event is dropped and counted.
+// the oldest waiting event is dropped and counted. Never a resolution alone: a `resolved` event
+// for an incident the receiver has no event of (its `opened` was dropped, or never queued here)
+// goes out after an `opened` event made from it (FiringView), and is dropped if that fails.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_ALERTS_WEBHOOK_SENDER_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_ALERTS_WEBHOOK_SENDER_H_
 
@@ -41,6 +43,7 @@ class WebhookSender final : public AlertSender {
     analysis::IncidentChangeType type;
     analysis::Incident incident;
     absl::Time queued;
+    bool opened_first = false;  // a resolution behind the `opened` event made for it
   };
   void Push(Event e) ABSL_LOCKS_EXCLUDED(mu_);
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
