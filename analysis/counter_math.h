@@ -35,7 +35,13 @@ constexpr uint64_t CounterMax(uint8_t width) {
 // A decrease is a wrap only when prev was in the top quarter of the range and cur is in the bottom
 // quarter; anything else is a reset. For 64-bit counters that makes every decrease a reset unless
 // the counter really was near 2^64.
-Delta ComputeDelta(uint64_t prev, uint64_t cur, uint8_t width, bool saturates);
+//
+// `term_width` (0: none): the counter is a sum of wrapping counters of that many bits (mlx5
+// hw_counters: the port's 32-bit Q counter plus those of bound QPs, printed as a u64). A drop of
+// more than 2^(term_width-1) and at most 2^term_width is then one term wrapping (kWrap), not a
+// reset.
+Delta ComputeDelta(uint64_t prev, uint64_t cur, uint8_t width, bool saturates,
+                   uint8_t term_width = 0);
 
 }  // namespace ringside::analysis
 

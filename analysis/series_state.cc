@@ -31,10 +31,17 @@ StepKind LastStep(const PackedSeries& s) { return static_cast<StepKind>(s.bits &
 bool HasValue(const PackedSeries& s) { return (s.bits & kHasValueBit) != 0; }
 bool Saturates(const PackedSeries& s) { return (s.bits & kSaturatesBit) != 0; }
 int WindowNext(const PackedSeries& s) { return s.bits >> kNextShift; }
+constexpr uint16_t kTerm32Bit = 0x8000;  // in `steps`: the counter is a sum of 32-bit terms
+constexpr uint16_t kMaxSteps = 0x7fff;
+uint16_t StepsOf(const PackedSeries& s) { return s.steps & kMaxSteps; }
+uint8_t TermWidthOf(const PackedSeries& s) { return (s.steps & kTerm32Bit) != 0 ? 32 : 0; }
+void SetTermWidth(PackedSeries& s, uint8_t term_width) {
+  s.steps = static_cast<uint16_t>((s.steps & kMaxSteps) | (term_width == 32 ? kTerm32Bit : 0));
+}
 int WindowSize(const PackedSeries& s) {
   // Every accepted step after the baseline writes one slot; a gauge's or state's baseline too.
   if (!HasValue(s)) return 0;
-  const int writes = s.steps + (KindOf(s) == SeriesKind::kCounter ? 0 : 1);
+  const int writes = StepsOf(s) + (KindOf(s) == SeriesKind::kCounter ? 0 : 1);
   return std::min(writes, kRateWindow);
 }
 
@@ -57,7 +64,8 @@ void PushWindow(PackedSeries& s, float v) {
 }
 
 // A fresh series of this kind: no sample, no baseline; its id and identity kept.
-void ResetPacked(PackedSeries& s, SeriesKind kind, uint8_t width, bool saturates) {
+void ResetPacked(PackedSeries& s, SeriesKind kind, uint8_t width, bool saturates,
+                 uint8_t term_width) {
   const uint32_t id = s.id;
   const uint32_t identity = s.identity;
   s = PackedSeries{};
@@ -67,6 +75,7 @@ void ResetPacked(PackedSeries& s, SeriesKind kind, uint8_t width, bool saturates
   s.kind_width = static_cast<uint8_t>(static_cast<uint8_t>(kind) << 6);
   SetWidth(s, width);
   SetSaturates(s, saturates);
+  SetTermWidth(s, term_width);
 }
 
 StepKind FromDelta(DeltaKind kind) {
@@ -231,7 +240,7 @@ StepResult NodeSeries::Step(Packed& s, uint64_t raw, int64_t time_ns, int32_t ti
     s.first_raw = raw;
     s.first_second = SecondsOf(time_ns);
     s.bits |= kHasValueBit;
-    s.steps = 0;
+    s.steps &= kTerm32Bit;
     r.accepted = true;
     if (kind == SeriesKind::kCounter) {
       r.kind = StepKind::kBaseline;
@@ -249,7 +258,7 @@ StepResult NodeSeries::Step(Packed& s, uint64_t raw, int64_t time_ns, int32_t ti
   const bool known_last = s.last_tick != kUnknownTick;
   if (known_last && tick <= s.last_tick) return r;
   r.accepted = true;
-  if (s.steps < UINT16_MAX) ++s.steps;
+  if (StepsOf(s) < kMaxSteps) ++s.steps;
   if (kind != SeriesKind::kCounter) {
     s.last_raw = raw;
     s.last_tick = tick;
@@ -259,7 +268,7 @@ StepResult NodeSeries::Step(Packed& s, uint64_t raw, int64_t time_ns, int32_t ti
     PushWindow(s, r.rate);
     return r;
   }
-  const Delta d = ComputeDelta(s.last_raw, raw, WidthOf(s), Saturates(s));
+  const Delta d = ComputeDelta(s.last_raw, raw, WidthOf(s), Saturates(s), TermWidthOf(s));
   r.kind = FromDelta(d.kind);
   SetLastStep(s, r.kind);
   if (d.kind == DeltaKind::kInvalid) {
@@ -297,7 +306,7 @@ SeriesState NodeSeries::StateOf(const Packed& p) const {
   s.last_step = LastStep(p);
   s.window_next = static_cast<uint8_t>(WindowNext(p));
   s.window_size = static_cast<uint8_t>(WindowSize(p));
-  s.steps = p.steps;
+  s.steps = StepsOf(p);
   return s;
 }
 
@@ -326,7 +335,7 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
     Packed s{};
     s.id = def.id;
     s.identity = AcquireIdentity(def);
-    ResetPacked(s, def.kind, width, def.saturates);
+    ResetPacked(s, def.kind, width, def.saturates, def.term_width);
     if (series_.empty() || series_.back().id < def.id) {
       series_.push_back(s);
     } else {  // an id below the largest: in order (rare)
@@ -345,12 +354,13 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
     const uint32_t old = s.identity;
     s.identity = AcquireIdentity(def);
     pool_->Release(old);
-    ResetPacked(s, def.kind, width, def.saturates);
+    ResetPacked(s, def.kind, width, def.saturates, def.term_width);
     return DefineResult::kReplaced;
   }
   const bool same_unit = *cur.unit == def.unit;
   const bool same_shape =
-      KindOf(s) == def.kind && WidthOf(s) == width && Saturates(s) == def.saturates && same_unit;
+      KindOf(s) == def.kind && WidthOf(s) == width && Saturates(s) == def.saturates &&
+      TermWidthOf(s) == (def.term_width == 32 ? 32 : 0) && same_unit;
   if (same_shape) return DefineResult::kUnchanged;
   if (!same_unit) {
     const uint32_t old = s.identity;
@@ -358,10 +368,11 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
     pool_->Release(old);
   }
   if (KindOf(s) != def.kind) {
-    ResetPacked(s, def.kind, width, def.saturates);  // a new window and baseline
+    ResetPacked(s, def.kind, width, def.saturates, def.term_width);  // a new window, baseline
   } else {
     SetWidth(s, width);
     SetSaturates(s, def.saturates);
+    SetTermWidth(s, def.term_width);
   }
   return DefineResult::kUpdated;
 }
@@ -425,6 +436,7 @@ std::vector<SeriesView> NodeSeries::Views() const {
     v.def.priority = info.priority;
     v.def.kind = KindOf(p);
     v.def.width = WidthOf(p);
+    v.def.term_width = TermWidthOf(p);
     v.def.saturates = Saturates(p);
     v.state = StateOf(p);
     if (HasValue(p)) {

@@ -81,7 +81,7 @@ struct SeriesState {
   StepKind last_step = StepKind::kNone;
   uint8_t window_next = 0;  // slot of the next write
   uint8_t window_size = 0;  // 0..kRateWindow
-  uint16_t steps = 0;       // samples taken in since the baseline (saturates at 65535)
+  uint16_t steps = 0;       // samples taken in since the baseline (saturates at 32767)
 
   static constexpr uint8_t kSaturates = 1;
   static constexpr uint8_t kHasValue = 2;
@@ -139,6 +139,7 @@ struct SeriesDefinition {
   SeriesKind kind = SeriesKind::kCounter;
   uint8_t width = 64;
   bool saturates = false;
+  uint8_t term_width = 0;  // 32: a sum of 32-bit wrapping counters (counter_math.h); else 0
 };
 
 // A copy of one series for readers (debug endpoint, detectors).
@@ -171,7 +172,7 @@ struct PackedSeries {
   uint16_t window[kRateWindow];  // bfloat16
   uint8_t kind_width;            // kind << 6 | (width - 1)
   uint8_t bits;                  // last_step | saturates << 3 | has_value << 4 | window_next << 5
-  uint16_t steps;
+  uint16_t steps;  // samples since the baseline (bits 0-14) | a sum of 32-bit terms << 15
 };
 #pragma pack(pop)
 

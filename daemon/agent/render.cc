@@ -16,14 +16,7 @@ namespace {
 // Width-aware delta, and for a sum of wrapping counters (SeriesDef::term_width: mlx5 hw_counters)
 // a drop of about 2^term_width read as one term wrapping rather than a reset.
 analysis::Delta SeriesDelta(const collectors::SeriesDef& def, uint64_t prev, uint64_t cur) {
-  analysis::Delta d = analysis::ComputeDelta(prev, cur, def.width, def.saturates);
-  if (d.kind != analysis::DeltaKind::kReset || def.term_width == 0 || def.term_width >= 64) {
-    return d;
-  }
-  const uint64_t term = uint64_t{1} << def.term_width;
-  const uint64_t drop = prev - cur;
-  if (drop > term / 2 && drop <= term) return {cur + term - prev, analysis::DeltaKind::kWrap};
-  return d;
+  return analysis::ComputeDelta(prev, cur, def.width, def.saturates, def.term_width);
 }
 
 using collectors::SeriesDef;

@@ -28,6 +28,7 @@ v1::SeriesDef ToProtoSeriesDef(const collectors::SeriesDef& def, uint32_t id) {
   }
   out.set_unit(std::string(collectors::UnitName(def.unit)));
   out.set_saturates(def.saturates);
+  out.set_term_width(def.term_width);
   return out;
 }
 

@@ -46,6 +46,7 @@ std::string SeriesJson(const std::string& node, const std::vector<analysis::Seri
                     ",\"counter\":", JsonQuote(v.def.counter), ",\"priority\":", v.def.priority,
                     ",\"unit\":", JsonQuote(v.def.unit), ",\"kind\":\"",
                     analysis::SeriesKindName(v.def.kind), "\",\"width\":", int(v.def.width),
+                    ",\"term_width\":", int(v.def.term_width),
                     ",\"saturates\":", Bool(v.def.saturates),
                     ",\"has_value\":", Bool(s.has_value()), ",\"last_raw\":", s.last_raw,
                     ",\"last_time_unix_nanos\":", s.last_time_ns, ",\"last_step\":\"",

@@ -282,6 +282,7 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
           def.kind = static_cast<analysis::SeriesKind>(d.kind());
           def.width = static_cast<uint8_t>(d.width());
           def.saturates = d.saturates();
+          def.term_width = d.term_width() == 32 ? 32 : 0;  // the one term width stored
           absl::StatusOr<analysis::NodeSeries::DefineResult> r = n.series->Define(def);
           if (!r.ok()) {
             if (absl::IsResourceExhausted(r.status())) {

@@ -54,6 +54,22 @@ TEST(CounterMathTest, ValueBeyondWidthIsInvalid) {
   EXPECT_EQ(ComputeDelta(10, 300, 8, false).kind, DeltaKind::kInvalid);
 }
 
+// mlx5 hw_counters: a 64-bit sum of 32-bit Q counters. One term wrapping drops the sum by about
+// 2^32: a wrap; a larger or a small drop is a reset (a driver reload, a QP unbound).
+TEST(CounterMathTest, ASumOf32BitTermsWrapsWhenOneTermDoes) {
+  const uint64_t t = uint64_t{1} << 32;
+  Delta d = ComputeDelta(t + 5000, 5000 + 100, 64, false, 32);  // one term: 2^32-... -> 100 more
+  EXPECT_EQ(d.kind, DeltaKind::kWrap);
+  EXPECT_EQ(d.value, 100u);
+  d = ComputeDelta(3 * t - 10, 2 * t + 20, 64, false, 32);
+  EXPECT_EQ(d.kind, DeltaKind::kWrap);
+  EXPECT_EQ(d.value, 30u);
+  EXPECT_EQ(ComputeDelta(3 * t, t, 64, false, 32).kind, DeltaKind::kReset);      // 2 x 2^32
+  EXPECT_EQ(ComputeDelta(t + 1000, t, 64, false, 32).kind, DeltaKind::kReset);   // small drop
+  EXPECT_EQ(ComputeDelta(t + 5000, 5100, 64, false, 0).kind, DeltaKind::kReset);  // not a sum
+  EXPECT_EQ(ComputeDelta(t + 5000, 5100, 64, true, 32).kind, DeltaKind::kReset);  // saturating
+}
+
 TEST(CounterMathTest, WidthZeroMeansSixtyFour) {
   EXPECT_EQ(CounterMax(0), UINT64_MAX);
   EXPECT_EQ(CounterMax(4), 15u);

@@ -170,7 +170,7 @@ TEST_F(ClusterRestartTest, KilledAggregatorLosesAndRepeatsNothing) {
     // the counter's difference, width-aware across the wrap.
     std::smatch m;
     std::regex re(
-        "\"counter\":\"out_of_sequence\"[^}]*?\"width\":32[^}]*?\"last_raw\":([0-9]+)[^}]*?"
+        "\"counter\":\"out_of_sequence\"[^}]*?\"width\":64,\"term_width\":32[^}]*?\"last_raw\":([0-9]+)[^}]*?"
         "\"first_raw\":([0-9]+),\"first_time_unix_nanos\":([0-9]+),\"total\":([0-9]+)");
     ASSERT_TRUE(std::regex_search(series[n], m, re)) << series[n].substr(0, 2000);
     const uint64_t last = std::stoull(m[1].str());
