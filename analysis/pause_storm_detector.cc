@@ -435,8 +435,9 @@ void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vecto
   auto it = storms_.find(key);
   if (it == storms_.end()) {
     Prio* pp = prio >= 0 || !port.prios.empty() ? FindPrio(port, prio) : nullptr;
-    if (pp != nullptr && prio >= 0 && pp->joined != nullptr) {
-      // The inferred spread of a storm on another node: its samples time that storm.
+    if (pp != nullptr && prio >= 0 && pp->joined != nullptr && !event) {
+      // The inferred spread of a storm on another node: its samples time that storm. (A storm
+      // event of its own makes it a sender: its own storm, below.)
       Storm& j = *pp->joined;
       const std::string k = absl::StrCat(kSpread, port.node, "/", port.id.Describe());
       if (auto sp = j.spread.find(k); sp != j.spread.end()) {

@@ -407,6 +407,21 @@ TEST_F(PauseStormNoTopologyTest, AVictimOpenBeforeItsOriginIsMergedIntoTheOrigin
   EXPECT_EQ(d_->open_storms(), 2u);
 }
 
+TEST_F(PauseStormNoTopologyTest, AnInferredVictimCountingStormEventsIsASenderOfItsOwn) {
+  for (int i = 0; i < 8; ++i) {
+    ports_[1]->Sample(*d_, At(i), 0, i >= 3 ? 0.9 : 0, out_);
+    // node-a, node-b's inferred spread from sample 5, counts a stall-prevention event at sample 7.
+    ports_[0]->Sample(*d_, At(i), i >= 4 ? 0.8 : 0, i >= 7 ? 0.3 : 0, out_, i == 7 ? 1 : 0);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 2u);
+  EXPECT_EQ(Latest(out_, "node-b")->evidence.count("inferred_spread/node-a/mlx5_3"), 1u);
+  const Finding* a = Latest(out_, "node-a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->at, At(7));
+  EXPECT_EQ(a->entity.count("origin"), 0u);
+  EXPECT_EQ(a->evidence.at("storm_warning_events"), 1);
+}
+
 TEST_F(PauseStormTest, WithATopologyTwoLeavesAreTwoStorms) {
   for (int i = 0; i < 12; ++i) {
     const bool storm = i >= 3;
