@@ -68,6 +68,9 @@ const std::vector<Entry>& Table() {
              "tx paused fraction from which a port is an origin candidate"),
       RS_OPT("pause_storm.spread_fraction", pause_storm.spread_fraction,
              "rx paused fraction from which a port is listed as reached"),
+      RS_OPT("pause_storm.infer_samples", pause_storm.infer_samples,
+             "without a leaf: a port paused on another node within this many samples of an "
+             "active origin's start is its spread (0 off)"),
       RS_OPT("pause_storm.quiet_fraction", pause_storm.quiet_fraction,
              "paused fraction below which a sample is quiet"),
       RS_OPT("pause_storm.restoration_time", pause_storm.restoration_time,

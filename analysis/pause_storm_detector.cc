@@ -56,6 +56,9 @@ Parsed Decode(int32_t v) {
   return {static_cast<What>(v & 7), (v & 8) != 0, (v >> 4) - 2};
 }
 
+constexpr absl::string_view kSpread = "spread/";
+constexpr absl::string_view kInferred = "inferred_spread/";
+
 }  // namespace
 
 struct PauseStormDetector::Dir {
@@ -70,6 +73,9 @@ struct PauseStormDetector::Dir {
   double frames_rate = 0;
   absl::Time frames_time = absl::InfinitePast();
   absl::Time frames_start = absl::InfinitePast();
+  absl::Duration interval;  // of the latest duration sample
+  bool paused = false;      // at or above spread_fraction now
+  absl::Time paused_start = absl::InfinitePast();
 };
 
 // One priority of a port. The aggregator's hint for a per-priority series names its Prio (the
@@ -78,6 +84,7 @@ struct PauseStormDetector::Prio {
   Port* port = nullptr;
   int prio = -1;
   Dir rx, tx;
+  Storm* joined = nullptr;  // the storm of another node listing it as inferred spread
 };
 
 // What every step reads comes first (the aggregator prefetches the start of a record): the
@@ -103,6 +110,10 @@ struct PauseStormDetector::Storm {
   std::map<std::string, std::string> entity;
   std::vector<Port*> members;  // origin first, then the ports reached
   std::map<std::string, double> spread;
+  // "inferred_spread/<node>/<port>" = start offset from the origin's onset (s), for the ports of
+  // `spread` inferred without a leaf.
+  std::map<std::string, double> inferred;
+  absl::Time onset = absl::InfinitePast();  // the origin's pausing started
   absl::Time opened;
   absl::Time last_pause;
   Severity severity = Severity::kWarning;
@@ -251,11 +262,19 @@ void PauseStormDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
     // A reset or garbage: nothing is known about this sample. Start over.
     d.run = 0;
     d.active = false;
+    d.paused = false;
     d.fraction = 0;
     return;
   }
   const double f = std::min(1.0, static_cast<double>(step.delta) / (interval_s * 1e6));
   d.fraction = f;
+  d.interval = step.interval;
+  if (f >= options_.spread_fraction) {
+    if (!d.paused) d.paused_start = t - step.interval;
+    d.paused = true;
+  } else {
+    d.paused = false;
+  }
   if (f >= options_.storm_fraction) {
     if (d.run == 0) d.run_start = t - step.interval;
     ++d.run;
@@ -333,7 +352,7 @@ void PauseStormDetector::Spread(Storm& s, absl::Time t, bool& changed) {
     if (p == s.origin) continue;
     Prio* pp = FindPrio(*p, s.prio);
     if (pp == nullptr || pp->rx.time < since) continue;
-    const std::string key = absl::StrCat("spread/", p->node, "/", p->id.Describe());
+    const std::string key = absl::StrCat(kSpread, p->node, "/", p->id.Describe());
     auto sp = s.spread.find(key);
     if (sp != s.spread.end()) {
       sp->second = std::max(sp->second, pp->rx.fraction);
@@ -361,9 +380,19 @@ Finding PauseStormDetector::Make(const Storm& s, absl::Time at, bool active) con
   std::vector<std::string> reached;
   for (const auto& [k, v] : s.spread) {
     f.evidence[k] = v;
-    reached.push_back(absl::StrFormat("%s (paused %.0f%%)", k.substr(7), 100 * v));
+    const std::string name = k.substr(kSpread.size());
+    auto inf = s.inferred.find(absl::StrCat(kInferred, name));
+    if (inf == s.inferred.end()) {
+      reached.push_back(absl::StrFormat("%s (paused %.0f%%)", name, 100 * v));
+    } else {
+      reached.push_back(absl::StrFormat("%s (paused %.0f%%, from %+.0f s; inferred, no leaf)", name,
+                                        100 * v, inf->second));
+    }
   }
+  for (const auto& [k, v] : s.inferred) f.evidence[k] = v;
   f.evidence["spread_ports"] = static_cast<double>(s.spread.size());
+  if (!s.inferred.empty())
+    f.evidence["inferred_spread_ports"] = static_cast<double>(s.inferred.size());
   f.evidence["consecutive_samples"] = s.samples;
   std::string from;
   if (s.origin != nullptr) {
@@ -406,41 +435,43 @@ void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vecto
   auto it = storms_.find(key);
   if (it == storms_.end()) {
     Prio* pp = prio >= 0 || !port.prios.empty() ? FindPrio(port, prio) : nullptr;
+    if (pp != nullptr && prio >= 0 && pp->joined != nullptr && !event) {
+      // The inferred spread of a storm on another node: its samples time that storm. (A storm
+      // event of its own makes it a sender: its own storm, below.)
+      Storm& j = *pp->joined;
+      const std::string k = absl::StrCat(kSpread, port.node, "/", port.id.Describe());
+      if (auto sp = j.spread.find(k); sp != j.spread.end()) {
+        sp->second = std::max(sp->second, pp->rx.fraction);
+      }
+      CheckRestored(j, t, out);
+      return;
+    }
+    if (pp != nullptr && prio >= 0 && !storms_.empty() && pp->rx.paused && Leafless(port) &&
+        options_.infer_samples > 0) {
+      if (Storm* s = InferStorm(port, *pp, t);
+          s != nullptr && PickOrigin(port.domain, prio, t) == nullptr) {
+        const bool listed =
+            s->spread.count(absl::StrCat(kSpread, port.node, "/", port.id.Describe())) > 0;
+        Join(*s, *pp);
+        if (!listed) {  // new to the storm (not one listed before a restart)
+          s->severity = Severity::kCritical;
+          out.push_back(Make(*s, t, true));
+        }
+        return;
+      }
+    }
     const int run = pp == nullptr ? 0 : std::max(pp->rx.run, pp->tx.run);
     if (!event && run < options_.storm_samples) return;
-    auto s = std::make_unique<Storm>();
-    s->domain = port.domain;
-    s->prio = prio;
-    s->origin = event ? &port : PickOrigin(port.domain, prio, t);
-    s->opened = t;
-    s->last_pause = t;
-    s->samples = run;
-    if (s->origin != nullptr) {
-      s->entity = s->origin->id.Entity(s->origin->node);
-      s->members.push_back(s->origin);
-      ++s->origin->storms;
-    } else {
-      const size_t colon = port.domain.find(':');
-      s->entity[port.domain.substr(0, colon)] = port.domain.substr(colon + 1);
-      s->entity["origin"] = "unknown";
+    Port* origin = event ? &port : PickOrigin(port.domain, prio, t);
+    if (origin == nullptr && pp != nullptr && prio >= 0 && pp->rx.paused && Leafless(port) &&
+        options_.infer_samples > 0) {
+      // Before naming no origin: a sender on another leafless node whose storm is not open yet.
+      if (Port* sender = InferSender(port, *pp, t)) {
+        Open(sender->domain, prio, sender, *sender, run, t, pp, out);
+        return;
+      }
     }
-    if (prio >= 0) s->entity["priority"] = PrioName(prio);
-    bool changed = false;
-    Spread(*s, t, changed);
-    if (s->origin == nullptr && s->members.empty()) {  // the port that met the rule, at least
-      s->members.push_back(&port);
-      ++port.storms;
-    }
-    double top = 0;
-    for (Port* m : s->members) {
-      if (Prio* mp = FindPrio(*m, prio)) top = std::max({top, mp->rx.fraction, mp->tx.fraction});
-    }
-    s->severity =
-        (top >= 0.9 || !s->spread.empty() || (s->origin != nullptr && s->origin->error_events > 0))
-            ? Severity::kCritical
-            : Severity::kWarning;
-    out.push_back(Make(*s, t, true));
-    storms_.emplace(key, std::move(s));
+    Open(port.domain, prio, origin, port, run, t, nullptr, out);
     return;
   }
   Storm& s = *it->second;
@@ -451,6 +482,180 @@ void PauseStormDetector::Evaluate(Port& port, int prio, absl::Time t, std::vecto
     out.push_back(Make(s, t, true));
   }
   CheckRestored(s, t, out);
+}
+
+void PauseStormDetector::Open(const std::string& domain, int prio, Port* origin, Port& trigger,
+                              int run, absl::Time t, Prio* victim, std::vector<Finding>& out) {
+  auto s = std::make_unique<Storm>();
+  s->domain = domain;
+  s->prio = prio;
+  s->origin = origin;
+  s->opened = t;
+  s->last_pause = t;
+  s->samples = run;
+  if (s->origin != nullptr) {
+    s->entity = s->origin->id.Entity(s->origin->node);
+    s->members.push_back(s->origin);
+    ++s->origin->storms;
+    s->onset = Onset(*s->origin, prio);
+  } else {
+    const size_t colon = domain.find(':');
+    s->entity[domain.substr(0, colon)] = domain.substr(colon + 1);
+    s->entity["origin"] = "unknown";
+  }
+  if (prio >= 0) s->entity["priority"] = PrioName(prio);
+  bool changed = false;
+  Spread(*s, t, changed);
+  if (s->origin == nullptr && s->members.empty()) {  // the port that met the rule, at least
+    s->members.push_back(&trigger);
+    ++trigger.storms;
+  }
+  if (victim != nullptr) Join(*s, *victim);
+  Storm& ref = *s;
+  storms_.emplace(std::make_pair(domain, prio), std::move(s));
+  if (ref.origin != nullptr && prio >= 0 && options_.infer_samples > 0 && Leafless(*ref.origin)) {
+    MergeUnknown(ref, t, out);
+  }
+  double top = 0;
+  for (Port* m : ref.members) {
+    if (Prio* mp = FindPrio(*m, prio)) top = std::max({top, mp->rx.fraction, mp->tx.fraction});
+  }
+  ref.severity =
+      (top >= 0.9 || !ref.spread.empty() || (ref.origin != nullptr && ref.origin->error_events > 0))
+          ? Severity::kCritical
+          : Severity::kWarning;
+  out.push_back(Make(ref, t, true));
+}
+
+bool PauseStormDetector::Leafless(const Port& p) const {
+  return absl::StartsWith(p.domain, "node:");
+}
+
+bool PauseStormDetector::InWindow(const Prio& victim, absl::Time onset) const {
+  if (onset == absl::InfinitePast() || victim.rx.paused_start == absl::InfinitePast()) return false;
+  return absl::AbsDuration(victim.rx.paused_start - onset) <=
+         options_.infer_samples * victim.rx.interval;
+}
+
+bool PauseStormDetector::Sends(const Port& p, int prio, absl::Time t) const {
+  const absl::Time since = t - options_.recent;
+  if (p.storm_event_time >= since) return true;
+  const Prio* pp = FindPrio(const_cast<Port&>(p), prio);
+  if (pp == nullptr) return false;
+  const Dir& tx = pp->tx;
+  if (tx.has_duration) return tx.active && tx.time >= since;
+  return tx.frames_rate > 0 && tx.frames_time >= since;
+}
+
+absl::Time PauseStormDetector::Onset(const Port& p, int prio) const {
+  absl::Time onset = absl::InfiniteFuture();
+  if (const Prio* pp = FindPrio(const_cast<Port&>(p), prio)) {
+    const Dir& tx = pp->tx;
+    if (tx.has_duration && tx.active) onset = tx.active_start;
+    if (!tx.has_duration && tx.frames_rate > 0) onset = tx.frames_start;
+  }
+  if (p.storm_event_time != absl::InfinitePast()) onset = std::min(onset, p.storm_event_time);
+  return onset == absl::InfiniteFuture() ? absl::InfinitePast() : onset;
+}
+
+PauseStormDetector::Storm* PauseStormDetector::InferStorm(const Port& victim, const Prio& vp,
+                                                          absl::Time t) {
+  const std::string inferred_key = absl::StrCat(kInferred, victim.node, "/", victim.id.Describe());
+  Storm* best = nullptr;
+  absl::Duration best_offset = absl::InfiniteDuration();
+  for (auto& [key, s] : storms_) {
+    if (key.second != vp.prio || s->origin == nullptr || key.first == victim.domain ||
+        !absl::StartsWith(key.first, "node:")) {
+      continue;
+    }
+    if (s->inferred.count(inferred_key)) return s.get();  // listed before a restart
+    if (s->onset == absl::InfinitePast()) s->onset = Onset(*s->origin, vp.prio);  // restored
+    if (!Sends(*s->origin, vp.prio, t) || !InWindow(vp, s->onset)) continue;
+    const absl::Duration offset = absl::AbsDuration(vp.rx.paused_start - s->onset);
+    if (offset < best_offset) {
+      best = s.get();
+      best_offset = offset;
+    }
+  }
+  return best;
+}
+
+PauseStormDetector::Port* PauseStormDetector::InferSender(const Port& victim, const Prio& vp,
+                                                          absl::Time t) const {
+  Port* best = nullptr;
+  absl::Time best_onset = absl::InfiniteFuture();
+  for (const auto& [domain, ports] : by_domain_) {
+    if (domain == victim.domain || !absl::StartsWith(domain, "node:")) continue;
+    if (storms_.count(std::make_pair(domain, vp.prio))) continue;  // InferStorm's, or unknown
+    Port* sender = PickOrigin(domain, vp.prio, t);
+    if (sender == nullptr || !Sends(*sender, vp.prio, t)) continue;
+    const absl::Time onset = Onset(*sender, vp.prio);
+    if (!InWindow(vp, onset) || onset >= best_onset) continue;
+    best = sender;
+    best_onset = onset;
+  }
+  return best;
+}
+
+void PauseStormDetector::Join(Storm& s, Prio& vp) {
+  Port& p = *vp.port;
+  const std::string name = absl::StrCat(p.node, "/", p.id.Describe());
+  double& fraction = s.spread[absl::StrCat(kSpread, name)];
+  fraction = std::max(fraction, vp.rx.fraction);
+  const std::string k = absl::StrCat(kInferred, name);
+  if (!s.inferred.count(k)) {
+    s.inferred[k] =
+        s.onset == absl::InfinitePast() ? 0 : absl::ToDoubleSeconds(vp.rx.paused_start - s.onset);
+  }
+  if (std::find(s.members.begin(), s.members.end(), &p) == s.members.end()) {
+    s.members.push_back(&p);
+    ++p.storms;
+  }
+  vp.joined = &s;
+}
+
+void PauseStormDetector::MergeUnknown(Storm& s, absl::Time t, std::vector<Finding>& out) {
+  for (auto it = storms_.begin(); it != storms_.end();) {
+    Storm& u = *it->second;
+    if (&u == &s || u.origin != nullptr || u.prio != s.prio || u.domain == s.domain ||
+        !absl::StartsWith(u.domain, "node:")) {
+      ++it;
+      continue;
+    }
+    std::vector<Prio*> victims;
+    bool all = !u.members.empty();
+    for (Port* m : u.members) {
+      Prio* mp = FindPrio(*m, u.prio);
+      if (mp == nullptr || !InWindow(*mp, s.onset)) {
+        all = false;
+        break;
+      }
+      victims.push_back(mp);
+    }
+    if (!all) {
+      ++it;
+      continue;
+    }
+    Finding f = Make(u, t, false);
+    f.evidence["merged"] = 1;
+    const Port& o = *s.origin;
+    f.summary =
+        absl::StrCat("PFC pause storm on priority ", PrioName(u.prio), " on ",
+                     u.domain.substr(u.domain.find(':') + 1), " is part of the storm sent by ",
+                     o.node, " ", o.id.Describe(), " (inferred: it started within ",
+                     options_.infer_samples, " samples of it); followed there");
+    out.push_back(std::move(f));
+    Close(u);
+    it = storms_.erase(it);
+    for (Prio* v : victims) Join(s, *v);
+  }
+}
+
+void PauseStormDetector::Close(Storm& s) {
+  for (Port* m : s.members) {
+    --m->storms;
+    if (Prio* mp = FindPrio(*m, s.prio); mp != nullptr && mp->joined == &s) mp->joined = nullptr;
+  }
 }
 
 void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Finding>& out) {
@@ -481,7 +686,7 @@ void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Findi
       absl::StrCat("PFC pause storm on priority ", PrioName(s.prio), " is over: no pause for ",
                    absl::FormatDuration(options_.restoration_time));
   out.push_back(std::move(f));
-  for (Port* m : s.members) --m->storms;
+  Close(s);
   storms_.erase(std::make_pair(s.domain, s.prio));
 }
 
@@ -494,7 +699,7 @@ void PauseStormDetector::Advance(absl::Time now, std::vector<Finding>& out) {
       Finding f = Make(s, now, false);
       f.evidence["stale"] = 1;
       out.push_back(std::move(f));
-      for (Port* m : s.members) --m->storms;
+      Close(s);
       it = storms_.erase(it);
       continue;
     }
@@ -533,7 +738,8 @@ bool PauseStormDetector::Restore(const Finding& open) {
   s->last_pause = open.at;
   s->severity = open.severity;
   for (const auto& [k, v] : open.evidence) {
-    if (absl::StartsWith(k, "spread/")) s->spread[k] = v;
+    if (absl::StartsWith(k, kSpread)) s->spread[k] = v;
+    if (absl::StartsWith(k, kInferred)) s->inferred[k] = v;
   }
   const std::string node = get("node");
   if (get("origin") == "unknown") {

@@ -23,6 +23,21 @@
 // the domain sends pauses the origin is outside ringside's view: the finding names the domain
 // ({leaf or node, priority, origin=unknown}).
 //
+// Without a leaf (no topology, or a node the topology does not name) the domain is one node, and
+// a storm's victims are on other nodes. A port of such a node, on a node with no sender of its own
+// on the priority, is listed as the spread of a storm of another leafless node instead of opening
+// its own origin=unknown storm when: it is paused (rx) at least `spread_fraction` on the storm's
+// priority, its pausing started within `infer_samples` of its samples of the origin's (either
+// way), and the origin still sends pauses. Its evidence says so: "spread/<node>/<port>" = rx
+// paused fraction as above, plus "inferred_spread/<node>/<port>" = start offset from the origin
+// (s). A port that meets the storm rule first, before the origin's storm opens, opens it when such
+// a sender is in view. An unrelated storm is told apart by its priority, its start (beyond the
+// window), the origin having stopped sending, or — with a topology — its leaf (inference never
+// crosses into a leaf). A storm with inferred victims stays open while they still pause (as with
+// topology-based spread), and an origin=unknown storm opened by a port before its origin was in
+// view is merged when the origin's storm opens within the window: it resolves, its summary naming
+// the storm it belongs to (evidence merged=1), and its ports become the origin's inferred spread.
+//
 // Restoration: no pause (below `quiet_fraction`, or no pause frames on a port without durations)
 // on the origin and every port it spread to for `restoration_time` of their samples.
 #ifndef RINGSIDE_ANALYSIS_PAUSE_STORM_DETECTOR_H_
@@ -54,6 +69,9 @@ struct PauseStormOptions {
   double origin_min_fraction = 0.1;
   // A port is listed as reached by the storm from this rx paused fraction.
   double spread_fraction = 0.25;
+  // Without a leaf: a port paused on another node is inferred to be a storm's spread when its
+  // pausing started within this many of its samples of the origin's (0: off, each node alone).
+  int infer_samples = 3;
   // "No pause": below this fraction of a sample. SONiC restores a queue after no pause frame at
   // all, on a switch queue the watchdog has already silenced; a host NIC sees short pauses all
   // the time, so ringside counts a sample paused under 5 % (a tenth of the storm rule) as quiet.
@@ -102,6 +120,20 @@ class PauseStormDetector {
   void Evaluate(Port& port, int prio, absl::Time t, std::vector<Finding>& out,
                 const Prio* known = nullptr);
   Port* PickOrigin(const std::string& domain, int prio, absl::Time t) const;
+  // Opens a storm on (domain, prio) named after `origin` (null: unknown, `trigger` the port that
+  // met the rule), `victim` its inferred spread when not null; emits the finding.
+  void Open(const std::string& domain, int prio, Port* origin, Port& trigger, int run, absl::Time t,
+            Prio* victim, std::vector<Finding>& out);
+  // Inference without a leaf (see the file comment).
+  bool Leafless(const Port& p) const;
+  bool InWindow(const Prio& victim, absl::Time onset) const;
+  bool Sends(const Port& p, int prio, absl::Time t) const;
+  absl::Time Onset(const Port& p, int prio) const;
+  Storm* InferStorm(const Port& victim, const Prio& vp, absl::Time t);
+  Port* InferSender(const Port& victim, const Prio& vp, absl::Time t) const;
+  void Join(Storm& s, Prio& vp);
+  void MergeUnknown(Storm& s, absl::Time t, std::vector<Finding>& out);
+  void Close(Storm& s);
   void Spread(Storm& s, absl::Time t, bool& changed);
   void CheckRestored(Storm& s, absl::Time t, std::vector<Finding>& out);
   Finding Make(const Storm& s, absl::Time at, bool active) const;

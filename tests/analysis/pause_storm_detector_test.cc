@@ -2,11 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "analysis/correlator.h"
+#include "analysis/incident_store.h"
+#include "analysis/incidents.h"
 #include "tests/analysis/fabric_sim.h"
 
 namespace ringside::analysis {
@@ -19,16 +24,17 @@ using testing::SimCounter;
 
 constexpr double kIntervalUs = 10e6;  // 10 s samples
 
-// One RoCE port (netdev eth0 = mlx5_3 port 1) of a node, priority 3: the pause durations in µs
-// (64-bit, started near 2^64 so that they wrap during the test), tx pause frames and the mlx5
-// storm counters.
+// One RoCE port (netdev eth0 = mlx5_3 port 1) of a node, priority 3 unless told: the pause
+// durations in µs (64-bit, started near 2^64 so that they wrap during the test), tx pause frames
+// and the mlx5 storm counters.
 struct RocePort {
-  explicit RocePort(const std::string& node)
-      : rx(node, "ethtool", "eth0", "", "rx_prio3_pause_duration", 64, false,
-           UINT64_MAX - 40'000'000, 3),
-        tx(node, "ethtool", "eth0", "", "tx_prio3_pause_duration", 64, false,
-           UINT64_MAX - 30'000'000, 3),
-        tx_frames(node, "ethtool", "eth0", "", "tx_prio3_pause", 64, false, 0, 3),
+  explicit RocePort(const std::string& node, int prio = 3)
+      : rx(node, "ethtool", "eth0", "", absl::StrCat("rx_prio", prio, "_pause_duration"), 64,
+           false, UINT64_MAX - 40'000'000, prio),
+        tx(node, "ethtool", "eth0", "", absl::StrCat("tx_prio", prio, "_pause_duration"), 64,
+           false, UINT64_MAX - 30'000'000, prio),
+        tx_frames(node, "ethtool", "eth0", "", absl::StrCat("tx_prio", prio, "_pause"), 64, false,
+                  0, prio),
         storm_warning(node, "ethtool", "eth0", "", "tx_pause_storm_warning_events") {}
   // Paused fractions of this sample's 10 s.
   void Sample(PauseStormDetector& d, absl::Time t, double rx_fraction, double tx_fraction,
@@ -195,17 +201,300 @@ TEST_F(PauseStormTest, AResetPauseCounterIsNoStorm) {
   EXPECT_TRUE(out_.empty());
 }
 
-TEST_F(PauseStormTest, WithoutATopologyTheDomainIsTheNode) {
-  PauseStormDetector d({}, nullptr, &dir_);
-  for (int i = 0; i < 4; ++i) {
-    ports_[0]->Sample(d, At(i), 0.9, 0, out_);
-    ports_[1]->Sample(d, At(i), 0, 0.9, out_);
+// The pause_storm incidents the findings name (one FindingKey each), in the order they opened.
+std::vector<std::string> StormKeys(const std::vector<Finding>& out) {
+  std::vector<std::string> keys;
+  for (const Finding& f : out) {
+    if (f.kind != IncidentKind::kPauseStorm) continue;
+    const std::string k = FindingKey(f);
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   }
-  ASSERT_EQ(CountActive(out_, IncidentKind::kPauseStorm), 2);
-  // node-b sends pauses: it names itself; node-a's paused port has no sender in view on node-a.
-  EXPECT_EQ(First(out_, IncidentKind::kPauseStorm, true)->entity.at("origin"), "unknown");
-  EXPECT_EQ(out_.back().entity.at("node"), "node-b");
-  EXPECT_EQ(out_.back().entity.count("origin"), 0u);
+  return keys;
+}
+
+std::string Label(const Finding& f, const char* k) {
+  auto it = f.entity.find(k);
+  return it == f.entity.end() ? "" : it->second;
+}
+
+// The latest finding of the storm named after `node` (its origin, or its node when unknown) on
+// `prio`.
+const Finding* Latest(const std::vector<Finding>& out, const std::string& node,
+                      const std::string& prio = "3") {
+  const Finding* last = nullptr;
+  for (const Finding& f : out) {
+    if (f.kind == IncidentKind::kPauseStorm && Label(f, "node") == node &&
+        Label(f, "priority") == prio) {
+      last = &f;
+    }
+  }
+  return last;
+}
+
+// Without a topology each node is its own domain; the nodes' samples are handed over in the order
+// given (the aggregator's order within a sample is arbitrary).
+class PauseStormNoTopologyTest : public PauseStormTest {
+ protected:
+  void SetUp() override {
+    PauseStormTest::SetUp();
+    d_ = std::make_unique<PauseStormDetector>(PauseStormOptions{}, nullptr, &dir_);
+  }
+};
+
+TEST_F(PauseStormNoTopologyTest, VictimsOnOtherNodesAreTheOriginsInferredSpread) {
+  for (int i = 0; i < 40; ++i) {
+    const bool storm = i >= 3 && i < 20;
+    // node-b sends pauses from sample 3; node-a and node-c are paused from the next sample.
+    ports_[1]->Sample(*d_, At(i), 0, storm ? 0.97 : 0.01, out_);
+    ports_[0]->Sample(*d_, At(i), storm && i >= 4 ? 0.9 : 0.01, 0, out_);
+    ports_[2]->Sample(*d_, At(i), storm && i >= 4 ? 0.85 : 0.01, 0, out_);
+    ports_[3]->Sample(*d_, At(i), 0.01, 0.01, out_);
+  }
+  // One fault, one incident, named after its origin.
+  ASSERT_EQ(StormKeys(out_).size(), 1u);
+  for (const Finding& f : out_) {
+    EXPECT_EQ(Label(f, "node"), "node-b");
+    EXPECT_EQ(f.entity.count("origin"), 0u);
+  }
+  const Finding* f = First(out_, IncidentKind::kPauseStorm, true);
+  EXPECT_EQ(f->at, At(5));
+  const Finding* last = nullptr;  // the last update while open
+  for (const Finding& x : out_) {
+    if (x.active) last = &x;
+  }
+  ASSERT_NE(last, nullptr);
+  EXPECT_NEAR(last->evidence.at("spread/node-a/mlx5_3"), 0.9, 0.01);
+  EXPECT_NEAR(last->evidence.at("spread/node-c/mlx5_3"), 0.85, 0.01);
+  EXPECT_EQ(last->evidence.count("spread/node-d/mlx5_3"), 0u);
+  // Inferred: each started one 10 s sample after the origin.
+  EXPECT_EQ(last->evidence.at("inferred_spread/node-a/mlx5_3"), 10);
+  EXPECT_EQ(last->evidence.at("inferred_spread/node-c/mlx5_3"), 10);
+  EXPECT_EQ(last->evidence.at("inferred_spread_ports"), 2);
+  EXPECT_EQ(last->evidence.at("spread_ports"), 2);
+  EXPECT_NE(last->summary.find("node-a/mlx5_3 (paused 90%, from +10 s; inferred"),
+            std::string::npos)
+      << last->summary;
+  // Over once, after 30 s without a pause anywhere.
+  const Finding* r = First(out_, IncidentKind::kPauseStorm, false);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->at, At(22));  // the last pause in the sample ending At(19)
+  EXPECT_EQ(d_->open_storms(), 0u);
+}
+
+TEST_F(PauseStormNoTopologyTest, VictimsMeetingTheRuleFirstOpenTheOriginsStorm) {
+  // Victims paused from the origin's first sample, their samples handed over before its: the
+  // first port to meet the rule is node-a; the storm opens named after node-b's sending port.
+  for (int i = 0; i < 10; ++i) {
+    const bool storm = i >= 3;
+    ports_[0]->Sample(*d_, At(i), storm ? 0.95 : 0, 0, out_);
+    ports_[2]->Sample(*d_, At(i), storm ? 0.95 : 0, 0, out_);
+    ports_[1]->Sample(*d_, At(i), 0, storm ? 0.6 : 0, out_);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 1u);
+  const Finding* f = First(out_, IncidentKind::kPauseStorm, true);
+  EXPECT_EQ(f->at, At(5));
+  EXPECT_EQ(Label(*f, "node"), "node-b");
+  EXPECT_EQ(f->evidence.at("inferred_spread/node-a/mlx5_3"), 0);
+  const Finding* last = Latest(out_, "node-b");
+  EXPECT_EQ(last->evidence.at("inferred_spread/node-c/mlx5_3"), 0);
+  EXPECT_EQ(last->severity, Severity::kCritical);
+}
+
+TEST_F(PauseStormNoTopologyTest, TwoOriginsOnDifferentPrioritiesAreTwoIncidents) {
+  RocePort a("node-a"), b("node-b"), c5("node-c", 5), d5("node-d", 5);
+  for (int i = 0; i < 12; ++i) {
+    const bool storm = i >= 3;
+    b.Sample(*d_, At(i), 0, storm ? 0.9 : 0, out_);
+    d5.Sample(*d_, At(i), 0, storm ? 0.9 : 0, out_);
+    a.Sample(*d_, At(i), storm && i >= 4 ? 0.8 : 0, 0, out_);
+    c5.Sample(*d_, At(i), storm && i >= 4 ? 0.8 : 0, 0, out_);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 2u);
+  const Finding* p3 = Latest(out_, "node-b", "3");
+  const Finding* p5 = Latest(out_, "node-d", "5");
+  ASSERT_NE(p3, nullptr);
+  ASSERT_NE(p5, nullptr);
+  EXPECT_EQ(p3->evidence.count("spread/node-a/mlx5_3"), 1u);
+  EXPECT_EQ(p3->evidence.count("spread/node-c/mlx5_3"), 0u);
+  EXPECT_EQ(p5->evidence.count("spread/node-c/mlx5_3"), 1u);
+  EXPECT_EQ(p5->evidence.count("spread/node-a/mlx5_3"), 0u);
+  for (const Finding& f : out_) EXPECT_EQ(f.entity.count("origin"), 0u) << f.summary;
+}
+
+TEST_F(PauseStormNoTopologyTest, LateVictimsAndOtherPrioritiesAreTheirOwnIncidents) {
+  RocePort c5("node-c", 5);
+  for (int i = 0; i < 30; ++i) {
+    const bool storm = i >= 3;
+    ports_[1]->Sample(*d_, At(i), 0, storm ? 0.9 : 0, out_);
+    // Paused 70 s after the origin started: beyond the three-sample window.
+    ports_[0]->Sample(*d_, At(i), i >= 10 ? 0.8 : 0, 0, out_);
+    // Paused at the same time as the origin, but on priority 5.
+    c5.Sample(*d_, At(i), i >= 4 ? 0.8 : 0, 0, out_);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 3u);
+  const Finding* b = Latest(out_, "node-b");
+  EXPECT_EQ(b->evidence.at("spread_ports"), 0);
+  EXPECT_EQ(b->evidence.count("inferred_spread_ports"), 0u);
+  const Finding* a = Latest(out_, "node-a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(Label(*a, "origin"), "unknown");
+  EXPECT_EQ(a->at, At(12));
+  const Finding* c = Latest(out_, "node-c", "5");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(Label(*c, "origin"), "unknown");
+}
+
+TEST_F(PauseStormNoTopologyTest, AnOriginThatStoppedSendingIsNotInferred) {
+  for (int i = 0; i < 12; ++i) {
+    // node-b sends for three samples (the storm opens at sample 5), then stops; node-a is paused
+    // from sample 6, within the window of node-b's start but after node-b stopped.
+    ports_[1]->Sample(*d_, At(i), 0, i >= 3 && i <= 5 ? 0.9 : 0, out_);
+    ports_[0]->Sample(*d_, At(i), i >= 6 ? 0.8 : 0, 0, out_);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 2u);
+  EXPECT_EQ(Label(*Latest(out_, "node-a"), "origin"), "unknown");
+  EXPECT_EQ(Latest(out_, "node-b")->evidence.at("spread_ports"), 0);
+}
+
+TEST_F(PauseStormNoTopologyTest, InferredVictimsStillPausedKeepTheStormOpen) {
+  // node-b stops sending at sample 10; node-a stays paused until sample 25. It stays part of the
+  // storm (as a topology's spread would), never a storm of its own, and the storm resolves 30 s
+  // after node-a's last pause.
+  for (int i = 0; i < 40; ++i) {
+    ports_[1]->Sample(*d_, At(i), 0, i >= 3 && i < 10 ? 0.9 : 0, out_);
+    ports_[0]->Sample(*d_, At(i), i >= 4 && i < 25 ? 0.8 : 0, 0, out_);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 1u);
+  int resolved = 0;
+  for (const Finding& f : out_) resolved += !f.active;
+  ASSERT_EQ(resolved, 1);
+  const Finding* r = First(out_, IncidentKind::kPauseStorm, false);
+  EXPECT_EQ(Label(*r, "node"), "node-b");
+  EXPECT_EQ(r->at, At(27));  // node-a last paused in the sample ending At(24)
+}
+
+TEST_F(PauseStormNoTopologyTest, AVictimOpenBeforeItsOriginIsMergedIntoTheOriginsStorm) {
+  for (int i = 0; i < 12; ++i) {
+    // node-c is paused from the start, 50 s before node-b sends: unrelated, its own storm.
+    ports_[2]->Sample(*d_, At(i), 0.8, 0, out_);
+    // node-a is paused from sample 3 and meets the rule at sample 5 with no sender in view; node-b
+    // sends from sample 5 (20 s after node-a's start) and meets the rule at sample 7.
+    ports_[0]->Sample(*d_, At(i), i >= 3 ? 0.9 : 0, 0, out_);
+    ports_[1]->Sample(*d_, At(i), 0, i >= 5 ? 0.97 : 0, out_);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 3u);
+  // node-a's own storm opened at sample 5, and resolves at sample 7 as part of node-b's.
+  const Finding* a_open = First(out_, IncidentKind::kPauseStorm, true);
+  ASSERT_NE(a_open, nullptr);
+  EXPECT_EQ(Label(*a_open, "node"), "node-c");
+  const Finding* a = Latest(out_, "node-a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(Label(*a, "origin"), "unknown");
+  EXPECT_FALSE(a->active);
+  EXPECT_EQ(a->at, At(7));
+  EXPECT_EQ(a->evidence.at("merged"), 1);
+  EXPECT_NE(a->summary.find("part of the storm sent by node-b mlx5_3"), std::string::npos)
+      << a->summary;
+  const Finding* b = Latest(out_, "node-b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(b->active);
+  EXPECT_EQ(b->evidence.at("inferred_spread/node-a/mlx5_3"), -20);
+  EXPECT_EQ(b->evidence.count("spread/node-c/mlx5_3"), 0u);
+  // node-c's storm is still open, on its own.
+  const Finding* c = Latest(out_, "node-c");
+  EXPECT_TRUE(c->active);
+  EXPECT_EQ(Label(*c, "origin"), "unknown");
+  EXPECT_EQ(d_->open_storms(), 2u);
+}
+
+TEST_F(PauseStormNoTopologyTest, AnInferredVictimCountingStormEventsIsASenderOfItsOwn) {
+  for (int i = 0; i < 8; ++i) {
+    ports_[1]->Sample(*d_, At(i), 0, i >= 3 ? 0.9 : 0, out_);
+    // node-a, node-b's inferred spread from sample 5, counts a stall-prevention event at sample 7.
+    ports_[0]->Sample(*d_, At(i), i >= 4 ? 0.8 : 0, i >= 7 ? 0.3 : 0, out_, i == 7 ? 1 : 0);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 2u);
+  EXPECT_EQ(Latest(out_, "node-b")->evidence.count("inferred_spread/node-a/mlx5_3"), 1u);
+  const Finding* a = Latest(out_, "node-a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->at, At(7));
+  EXPECT_EQ(a->entity.count("origin"), 0u);
+  EXPECT_EQ(a->evidence.at("storm_warning_events"), 1);
+}
+
+TEST_F(PauseStormTest, WithATopologyTwoLeavesAreTwoStorms) {
+  for (int i = 0; i < 12; ++i) {
+    const bool storm = i >= 3;
+    ports_[1]->Sample(*d_, At(i), 0, storm ? 0.9 : 0, out_);            // node-b, leaf-1
+    ports_[3]->Sample(*d_, At(i), 0, storm ? 0.9 : 0, out_);            // node-d, leaf-2
+    ports_[0]->Sample(*d_, At(i), storm && i >= 4 ? 0.8 : 0, 0, out_);  // node-a, leaf-1
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 2u);
+  const Finding* b = Latest(out_, "node-b");
+  const Finding* d = Latest(out_, "node-d");
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(b->evidence.count("spread/node-a/mlx5_3"), 1u);
+  EXPECT_EQ(d->evidence.at("spread_ports"), 0);
+  for (const Finding& f : out_) EXPECT_EQ(f.evidence.count("inferred_spread_ports"), 0u);
+}
+
+TEST_F(PauseStormTest, WithATopologyAPortOnAnotherLeafIsNotInferred) {
+  // node-d (leaf-2) is paused when node-b (leaf-1) starts sending, but the topology says it is
+  // not on node-b's leaf: its own storm, on its leaf, origin unknown.
+  for (int i = 0; i < 12; ++i) {
+    const bool storm = i >= 3;
+    ports_[1]->Sample(*d_, At(i), 0, storm ? 0.9 : 0, out_);
+    ports_[3]->Sample(*d_, At(i), storm && i >= 4 ? 0.8 : 0, 0, out_);
+  }
+  ASSERT_EQ(StormKeys(out_).size(), 2u);
+  EXPECT_EQ(Latest(out_, "node-b")->evidence.at("spread_ports"), 0);
+  const Finding* d = nullptr;
+  for (const Finding& f : out_) {
+    if (Label(f, "leaf") == "leaf-2") d = &f;
+  }
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(Label(*d, "origin"), "unknown");
+}
+
+TEST_F(PauseStormNoTopologyTest, AJobOnAnInferredVictimIsInTheStormsBlastRadius) {
+  for (int i = 0; i < 8; ++i) {
+    const bool storm = i >= 3;
+    ports_[1]->Sample(*d_, At(i), 0, storm ? 0.97 : 0, out_);
+    ports_[0]->Sample(*d_, At(i), storm && i >= 4 ? 0.9 : 0, 0, out_);
+    ports_[3]->Sample(*d_, At(i), 0, 0, out_);
+  }
+  MemoryIncidentStore store;
+  IncidentManager incidents(&store);
+  ASSERT_TRUE(incidents.Load(At(0)).ok());
+  ASSERT_TRUE(incidents.Apply(out_).ok());
+  // job-1: ranks 0-3 on node-a, 4-7 on node-b, 8-11 on node-d; no topology.
+  Correlator c(nullptr);
+  const char* nodes[] = {"node-a", "node-b", "node-d"};
+  for (int r = 0; r < 12; ++r) {
+    CollectiveObservation o;
+    o.job = "job-1";
+    o.comm_id = 1;
+    o.rank = r;
+    o.nranks = 12;
+    o.global_rank = r;
+    o.function = "AllReduce";
+    o.start_ns = absl::ToUnixNanos(At(7));
+    o.stop_ns = absl::ToUnixNanos(At(7) + absl::Milliseconds(5));
+    o.host = nodes[r / 4];
+    c.ObserveCollective(o);
+  }
+  ASSERT_TRUE(c.Correlate(incidents, At(8)).ok());
+  const Incident* storm = nullptr;
+  for (const Incident* inc : incidents.Open()) {
+    if (inc->kind == IncidentKind::kPauseStorm) storm = inc;
+  }
+  ASSERT_NE(storm, nullptr);
+  EXPECT_EQ(storm->entity.at("node"), "node-b");
+  ASSERT_EQ(storm->affected.size(), 1u);
+  EXPECT_EQ(storm->affected[0].job, "job-1");
+  EXPECT_EQ(storm->affected[0].nodes, (std::vector<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ(storm->affected[0].ranks, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 TEST_F(PauseStormTest, RestoredStormResolvesWhenQuiet) {
