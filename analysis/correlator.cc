@@ -206,7 +206,7 @@ std::vector<CauseLink> Correlator::CausesOf(
     for (const std::string& l : LeavesOfNode(n)) leaves.insert(l);
   }
   struct Candidate {
-    int scope;  // 0 node, 1 leaf
+    int scope;  // 0 node, 1 leaf, 2 spread (a port of the node is in the storm's spread)
     const Incident* f;
   };
   std::vector<Candidate> found;
@@ -219,16 +219,31 @@ std::vector<CauseLink> Correlator::CausesOf(
       found.push_back({0, f});
       continue;
     }
-    if (!LeafWide(*f) || leaves.empty()) continue;
-    for (const std::string& l : LeavesOf(*f)) {
-      if (leaves.count(l)) {
-        found.push_back({1, f});
+    if (!LeafWide(*f)) continue;
+    bool on_leaf = false;
+    for (const std::string& l : leaves.empty() ? std::set<std::string>() : LeavesOf(*f)) {
+      on_leaf = on_leaf || leaves.count(l) > 0;
+    }
+    if (on_leaf) {
+      found.push_back({1, f});
+      continue;
+    }
+    // A port the storm reached ("spread/<node>/<port>", inferred when there is no topology):
+    // its node's ranks are paused by it, leaf or no leaf.
+    for (const auto& [k, v] : f->evidence) {
+      if (!absl::StartsWith(k, "spread/")) continue;
+      const std::string rest = k.substr(7);
+      const std::string n = rest.substr(0, rest.find('/'));
+      if (nodes.count(n) || short_nodes.count(ShortName(n))) {
+        found.push_back({2, f});
         break;
       }
     }
   }
   std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.scope != b.scope) return a.scope < b.scope;
+    // Node first; a leaf and a listed spread port are equally close.
+    const int sa = a.scope == 0 ? 0 : 1, sb = b.scope == 0 ? 0 : 1;
+    if (sa != sb) return sa < sb;
     if (a.f->severity != b.f->severity) return a.f->severity > b.f->severity;
     if (a.f->opened != b.f->opened) return a.f->opened < b.f->opened;
     return a.f->id < b.f->id;
@@ -239,7 +254,7 @@ std::vector<CauseLink> Correlator::CausesOf(
     CauseLink link;
     link.incident_id = c.f->id;
     link.kind = std::string(IncidentKindName(c.f->kind));
-    link.scope = c.scope == 0 ? "node" : "leaf";
+    link.scope = c.scope == 0 ? "node" : c.scope == 1 ? "leaf" : "spread";
     link.entity = c.f->entity;
     link.summary = Describe(*c.f);
     link.key = StableIncidentKey(*c.f);

@@ -8,7 +8,9 @@
 // Attribution: a straggler (entity job, rank, node) or a job_slowdown (entity job: all the job's
 // nodes) is caused by the fabric incidents that were open in the same window — opened no later than
 // `window` after it and not resolved more than `window` before it opened — on its node (scope
-// "node") or, for a switch-side kind, on one of its leaves (scope "leaf"). Node before leaf, then
+// "node") or, for a switch-side kind, on one of its leaves (scope "leaf") or with a port of its
+// node in its spread (scope "spread": a pause storm's "spread/<node>/<port>" evidence, inferred
+// when there is no topology). Node before leaf and spread, then
 // critical before warning, then the earliest; at most `max_causes`. With none, the cause is the
 // host itself (kind "host": compute, input pipeline), so every straggler says where to look.
 // A link fault on another node of the same leaf is not a cause: it slows that node's own ranks,

@@ -111,6 +111,43 @@ TEST_F(CorrelatorTest, SameLeafSwitchSideCauseAndOtherLeafHost) {
   EXPECT_THAT(d->causes[0].summary, HasSubstr("compute or input pipeline"));
 }
 
+// Without a topology a pause storm's victims are its inferred spread (pause_storm_detector.h):
+// a straggler on a victim node is caused by the storm (scope "spread"); on a node the storm did
+// not reach, by its host.
+TEST(CorrelatorNoTopologyTest, AStragglerOnANodeInTheStormsSpreadIsCausedByIt) {
+  Correlator c(nullptr);
+  MemoryIncidentStore store;
+  IncidentManager incidents(&store);
+  ASSERT_TRUE(incidents.Load(At(0)).ok());
+  Finding storm;
+  storm.kind = IncidentKind::kPauseStorm;
+  storm.entity = {{"node", "node-b"}, {"device", "mlx5_3"}, {"port", "1"}, {"priority", "3"}};
+  storm.severity = Severity::kCritical;
+  storm.at = At(10);
+  storm.evidence["spread/node-a/mlx5_3:1"] = 0.9;
+  storm.evidence["inferred_spread/node-a/mlx5_3:1"] = 10;
+  Finding on_victim;
+  on_victim.kind = IncidentKind::kStraggler;
+  on_victim.entity = {{"job", "job-1"}, {"rank", "1"}, {"node", "node-a"}, {"comm", "dp"}};
+  on_victim.at = At(12);
+  Finding elsewhere = on_victim;
+  elsewhere.entity["rank"] = "13";
+  elsewhere.entity["node"] = "node-d";
+  ASSERT_TRUE(incidents.Apply({storm, on_victim, elsewhere}).ok());
+  ASSERT_TRUE(c.Correlate(incidents, At(13)).ok());
+  for (const Incident* inc : incidents.Open()) {
+    if (inc->kind != IncidentKind::kStraggler) continue;
+    ASSERT_EQ(inc->causes.size(), 1u);
+    if (inc->entity.at("rank") == "1") {
+      EXPECT_EQ(inc->causes[0].kind, "pause_storm");
+      EXPECT_EQ(inc->causes[0].scope, "spread");
+      EXPECT_EQ(inc->causes[0].entity.at("node"), "node-b");
+    } else {
+      EXPECT_EQ(inc->causes[0].kind, "host");
+    }
+  }
+}
+
 TEST_F(CorrelatorTest, ALinkFaultOnAnotherNodeOfTheLeafIsNotACause) {
   Finding down;
   down.kind = IncidentKind::kLinkDown;
