@@ -298,8 +298,10 @@ TEST_F(ShardedClusterTest, AStormOnShardACausesAStragglerOnShardBAndEachIsPagedO
   AlertmanagerPeer am2(dir_.path() + "/am2", hook.url(), c2, c1);
   ASSERT_TRUE(am1.WaitClustered()) << am1.Stderr();
   ASSERT_TRUE(am2.WaitClustered()) << am2.Stderr();
+  // The resolution is held until the alert has been firing for group_wait (1 s) + the second
+  // peer's wait (3 s) + a margin (docs/alerts.md, "Short incidents"): 10 s here, 75 s by default.
   scenario_.aggregator_args = {"--alertmanager-url=" + am1.url() + "," + am2.url(),
-                               "--alert-resend-interval=5s"};
+                               "--alert-resend-interval=5s", "--alert-min-firing=10s"};
 
   sim::ClusterOptions co;
   co.agent_bin = BinaryPath("daemon/ringside-agent");
