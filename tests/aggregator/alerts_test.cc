@@ -650,6 +650,48 @@ TEST(AlertsAlertmanagerSenderTest, OpenedAndResolvedTogetherIsSentFiringFirst) {
   EXPECT_EQ(sender.stats().queue_length.load(), 0);
 }
 
+// A severity that escalates changes the alert's labels, and Alertmanager tells alerts apart by
+// their labels: the old label set is sent resolved with the new one, once, so it does not fire on
+// until Alertmanager's resolve_timeout (and page its resolution only then).
+TEST(AlertsAlertmanagerSenderTest, AnOldLabelSetIsResolvedWhenTheLabelsChange) {
+  testing::HttpReceiver am;
+  auto state = DeliveryState::Open("");
+  ASSERT_TRUE(state.ok());
+  SenderOptions o = AmOptions(am.url(""), state->get());
+  o.resend_interval = absl::Milliseconds(300);
+  AlertmanagerSender sender(o);
+  Incident warning = Flapping(7, 1);
+  warning.severity = analysis::Severity::kWarning;
+  sender.Enqueue({IncidentChangeType::kOpened, warning});
+  ASSERT_TRUE(testing::Eventually([&] { return !am.Requests().empty(); }, absl::Seconds(10)));
+  Incident critical = Flapping(7, 2);
+  critical.severity = analysis::Severity::kCritical;
+  sender.Enqueue({IncidentChangeType::kUpdated, critical});
+  // Then two re-sends: the old labels go once, the new ones every time.
+  ASSERT_TRUE(testing::Eventually([&] { return am.Requests().size() >= 4; }, absl::Seconds(10)));
+  int warning_firing = 0, warning_resolved = 0, critical_firing = 0, critical_resolved = 0;
+  bool resolved_with_new = false;
+  for (const auto& r : am.Requests()) {
+    bool has_critical = false, has_resolved_warning = false;
+    for (const auto& a : nlohmann::json::parse(r.body)) {
+      const bool resolved = a.contains("endsAt");
+      if (a["labels"].value("severity", "") == "warning") {
+        ++(resolved ? warning_resolved : warning_firing);
+        has_resolved_warning = has_resolved_warning || resolved;
+      } else {
+        ++(resolved ? critical_resolved : critical_firing);
+        has_critical = true;
+      }
+    }
+    resolved_with_new = resolved_with_new || (has_critical && has_resolved_warning);
+  }
+  EXPECT_GE(warning_firing, 1);
+  EXPECT_EQ(warning_resolved, 1);
+  EXPECT_TRUE(resolved_with_new) << "the old labels end in the POST that brings the new ones";
+  EXPECT_GE(critical_firing, 2);
+  EXPECT_EQ(critical_resolved, 0);
+}
+
 TEST(AlertsAlertmanagerSenderTest, ResolutionIsHeldForTheMinimumFiringTimePerKind) {
   testing::HttpReceiver am;
   auto state = DeliveryState::Open("");

@@ -99,6 +99,16 @@ void AlertmanagerSender::Enqueue(const analysis::IncidentChange& change) {
     } else {
       Alert& a = it->second;
       if (a.resolution.has_value() || a.firing.revision >= inc.revision) return;
+      // Alertmanager tells alerts apart by their labels: new labels are a new alert, so the old
+      // one, if it may have gone out, is resolved now (and one the labels return to is not).
+      const std::map<std::string, std::string> labels = AlertLabels(inc);
+      std::erase_if(a.retired, [&](const Incident& r) { return AlertLabels(r) == labels; });
+      const bool maybe_sent = !a.unsent || a.fired_at != absl::InfiniteFuture();
+      if (maybe_sent && AlertLabels(a.firing) != labels) {
+        Incident old = a.firing;
+        old.resolved = now;
+        a.retired.push_back(std::move(old));
+      }
       a.firing = inc;
       a.type = change.type;
       a.queued = now;
@@ -188,6 +198,9 @@ void AlertmanagerSender::Run() {
         ++it;
       }
       for (const auto& [id, a] : alerts_) {
+        for (const Incident& r : a.retired) {
+          batch.push_back(Sent{r, IncidentChangeType::kResolved, /*retired=*/true});
+        }
         if (a.resolution.has_value() && ReleaseTime(a) <= now) {
           batch.push_back(Sent{*a.resolution, IncidentChangeType::kResolved});
         } else {
@@ -223,6 +236,14 @@ void AlertmanagerSender::Run() {
         for (const Sent& a : batch) {
           const Incident& inc = a.incident;
           auto it = alerts_.find(inc.id);
+          if (a.retired) {  // delivered once: enough for Alertmanager to end that alert
+            if (it != alerts_.end()) {
+              const std::map<std::string, std::string> labels = AlertLabels(inc);
+              std::erase_if(it->second.retired,
+                            [&](const Incident& r) { return AlertLabels(r) == labels; });
+            }
+            continue;
+          }
           if (a.type == IncidentChangeType::kResolved) {
             if (it != alerts_.end() && it->second.resolution.has_value() &&
                 it->second.resolution->revision <= inc.revision) {

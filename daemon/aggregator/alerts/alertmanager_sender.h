@@ -49,11 +49,17 @@ class AlertmanagerSender final : public AlertSender {
     // When Alertmanager first accepted it firing (InfiniteFuture: not yet).
     absl::Time fired_at = absl::InfiniteFuture();
     bool unsent = true;  // `firing` changed since the last send
+    // Label sets this incident was sent firing with before its labels changed (a severity that
+    // escalated): each is sent resolved (endsAt = when it changed), in the same POST as the new
+    // labels, until Alertmanager accepts it. Else the old alert would fire on until its
+    // resolve_timeout, and be paged resolved only then.
+    std::vector<analysis::Incident> retired;
   };
   // One alert of a POST: the incident as sent, and what it stands for.
   struct Sent {
     analysis::Incident incident;
     analysis::IncidentChangeType type;
+    bool retired = false;  // an old label set of a firing incident, sent resolved
   };
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   void UpdateQueueLength() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
