@@ -131,6 +131,7 @@ SubnetGraph DiscoverSubnet(DrSmpTransport& transport, const DiscoveryOptions& op
     DiscoveredNode start;
     start.info = DecodeNodeInfo(d);
     g.start_guid = start.info.node_guid;
+    start.ports[start.info.local_port].port_guid = start.info.port_guid;
     queue.push_back({start.info.node_guid, start.info.local_port, 0, 0});
     g.nodes.emplace(start.info.node_guid, std::move(start));
   }
