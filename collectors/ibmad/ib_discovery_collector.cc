@@ -42,7 +42,10 @@ void IbDiscoveryCollector::Run() {
     absl::MutexLock l(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stop_), dur);
   };
-  d.max_duration = options_.discovery.max_duration;
+  d.cancelled = [this] {
+    absl::MutexLock l(&mu_);
+    return stop_;
+  };
   absl::Time next = absl::Now();
   for (;;) {
     {

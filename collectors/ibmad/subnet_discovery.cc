@@ -45,17 +45,21 @@ class Walker {
   // False once the pass must stop (deadline or a local failure); `out` is valid only on OK.
   absl::Status Get(const std::vector<uint8_t>& path, uint16_t attr, uint32_t mod, MadData& out) {
     if (stopped_) return absl::CancelledError("discovery stopped");
+    if (options_.cancelled && options_.cancelled()) {
+      stopped_ = true;
+      return Fail(absl::CancelledError("discovery cancelled"));
+    }
     absl::Time now = options_.now();
+    if (options_.max_mads_per_second > 0 && next_send_ > now) {
+      options_.sleep(std::min(next_send_ - now, start_ + options_.max_duration - now));
+      now = options_.now();
+    }
     if (now - start_ >= options_.max_duration) {
       stopped_ = true;
       return Fail(absl::DeadlineExceededError(
           absl::StrCat("discovery pass stopped after ", absl::FormatDuration(now - start_))));
     }
     if (options_.max_mads_per_second > 0) {
-      if (next_send_ > now) {
-        options_.sleep(next_send_ - now);
-        now = next_send_;
-      }
       next_send_ = std::max(now, next_send_) + absl::Seconds(1) / options_.max_mads_per_second;
     }
     ++stats_.mads;

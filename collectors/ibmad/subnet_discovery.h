@@ -10,8 +10,9 @@
 // A port is followed when its PortInfo LinkState is INIT or above (the link is physically up;
 // a DOWN port has no peer). A link whose far end is already known (a second path into a switch)
 // costs one NodeInfo and is recorded once; the link the walk arrived by is not probed again.
-// MADs per pass on a subnet of S switches with P ports each, C CA ports and L inter-switch links:
-// about S·(P+2) + 2C + 2L + C + S.
+// MADs per pass, on a subnet of N nodes (S switches with P ports each, C CAs each cabled by one
+// port) and L links: 2 + S·(P+2) + 2·C + 2·L − N (one NodeInfo per link of the walk's spanning
+// tree, two per other link). A CA cabled by k ports costs k−1 PortInfo more and k−1 NodeInfo less.
 //
 // Bounds: MADs are paced to at most `max_mads_per_second` (no bursts; the subnet manager and the
 // switches' SMAs see that rate at most from one discoverer), a pass gives up after
@@ -79,6 +80,8 @@ struct DiscoveryOptions {
   // Clock and sleep, replaceable by tests.
   std::function<absl::Time()> now = [] { return absl::Now(); };
   std::function<void(absl::Duration)> sleep = [](absl::Duration d) { absl::SleepFor(d); };
+  // Checked before each MAD: true stops the pass (incomplete). Empty: never.
+  std::function<bool()> cancelled;
 };
 
 struct DiscoveryStats {
