@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -597,6 +598,54 @@ TEST_F(IbsimDiscoveryTest, LinkTakenDownLeavesTheGraphAtTheNextPass) {
   EXPECT_GE(before, 2);
   EXPECT_GE(while_down, 2);
   EXPECT_GE(after, 2);
+}
+
+// End to end: the agent, under ibsim-run with --fabric-discover, streams the graph to a real
+// aggregator as info records; the aggregator's DiscoveredFabric builds the topology from them and
+// logs each link that goes down in ibsim, and comes back, at the next period.
+TEST_F(IbsimDiscoveryTest, AgentStreamsTheGraphToTheAggregator) {
+  const std::string agent = testing::BinaryPath("daemon/ringside-agent");
+  const std::string aggregator = testing::BinaryPath("daemon/ringside-aggregator");
+  ASSERT_EQ(::access(agent.c_str(), X_OK), 0) << agent;
+  ASSERT_EQ(::access(aggregator.c_str(), X_OK), 0) << aggregator;
+  ASSERT_EQ(::mkdir((tmp_.path() + "/state").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((tmp_.path() + "/sysfs").c_str(), 0700), 0);
+  Child agg({aggregator, "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+             "--state-dir=" + tmp_.path() + "/state"},
+            tmp_.path(), "aggregator", {}, false);
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(agg.Stderr(), "HTTP (/metrics"); },
+                        absl::Seconds(20)))
+      << agg.Stderr();
+  const std::string err = agg.Stderr();
+  const std::string tag = "ingest (gRPC) listening on ";
+  const size_t at = err.find(tag);
+  ASSERT_NE(at, std::string::npos) << err;
+  const size_t port_at = err.find("(port ", at);
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(err.substr(port_at + 6, err.find(')', port_at) - port_at - 6), &port))
+      << err;
+  Child agent_process({kIbsimRun, agent, "--sysfs-root=" + tmp_.path() + "/sysfs", "--listen=",
+                       "--collectives-socket=", "--node-name=disc1",
+                       absl::StrCat("--aggregator=127.0.0.1:", port), "--interval=200ms",
+                       "--fabric-discover=300ms"},
+                      tmp_.path(), "agent", env_, false);
+  auto log_has = [&](absl::string_view text) {
+    return WaitUntil([&] { return absl::StrContains(agg.Stderr(), text); }, absl::Seconds(20));
+  };
+  ASSERT_TRUE(log_has("fabric discovery from disc1: 22 nodes, 24 links, 6 switches, 16 CAs on 4 "
+                      "leaves"))
+      << agg.Stderr() << agent_process.Stderr();
+  ASSERT_TRUE(ibsim_->Send("Unlink \"spine2\"[4]\n"));
+  EXPECT_TRUE(log_has("fabric discovery from disc1: link gone: \"leaf4\" 0x0000000000200003[8] - "
+                      "\"spine2\" 0x0000000000200005[4]"))
+      << agg.Stderr();
+  ASSERT_TRUE(ibsim_->Send("ReLink \"spine2\"[4]\n"));
+  EXPECT_TRUE(log_has("fabric discovery from disc1: new link: \"leaf4\" 0x0000000000200003[8] - "
+                      "\"spine2\" 0x0000000000200005[4]"))
+      << agg.Stderr();
+  EXPECT_EQ(Count(agg.Stderr(), "link gone"), 1u) << agg.Stderr();
+  agent_process.Stop(absl::Seconds(5));
+  agg.Stop(absl::Seconds(5));
 }
 
 // On a real fabric's shape (152 nodes, 192 links, dual-cabled CAs) too, discovery's records are
