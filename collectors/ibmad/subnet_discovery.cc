@@ -160,7 +160,9 @@ SubnetGraph DiscoverSubnet(DrSmpTransport& transport, const DiscoveryOptions& op
     }
     for (uint8_t port : ports) {
       const uint8_t state = read_port(node, path, port);
-      if (node.info.node_type == IB_NODE_SWITCH) node.ports[port].lid = node.lid;
+      if (node.info.node_type == IB_NODE_SWITCH) {
+        if (auto it = node.ports.find(port); it != node.ports.end()) it->second.lid = node.lid;
+      }
       if (state < kLinkStateInit) continue;  // down (or unreadable): nothing behind it
       if (cur.from_guid != 0 && port == cur.entry_port) {
         add_link(cur.guid, port, cur.from_guid, cur.from_port);  // the way in: already known
