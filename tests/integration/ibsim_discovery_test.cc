@@ -535,8 +535,9 @@ TEST_F(IbsimDiscoveryTest, RateLimitPacesThePass) {
 }
 
 // A periodic discoverer (as the agent's --fabric-discover runs it): a host cable and a spine
-// uplink taken down in ibsim are gone from the first pass that starts after the command (the
-// HCA behind the host cable with it, its leaf and spine ports DOWN), and back after ReLink.
+// uplink taken down in ibsim are gone from the first pass that starts once ibsim has applied the
+// command (the HCA behind the host cable with it, its leaf and spine ports DOWN), and back after
+// ReLink.
 TEST_F(IbsimDiscoveryTest, LinkTakenDownLeavesTheGraphAtTheNextPass) {
   discoverer_ = std::make_unique<Child>(
       std::vector<std::string>{kIbsimRun, scan_tool_, "--discover", "--rate=0", "--timeout-ms=50",
@@ -546,15 +547,21 @@ TEST_F(IbsimDiscoveryTest, LinkTakenDownLeavesTheGraphAtTheNextPass) {
   ASSERT_TRUE(WaitUntil([&] { return ends() >= 2; }, absl::Seconds(20)))
       << discoverer_->Stdout() << discoverer_->Stderr();
 
+  // ibsim prints its prompt again once it has applied a console command.
+  auto console = [&](absl::string_view commands, size_t count) {
+    const size_t prompts = Count(ibsim_->Stdout(), "sim> ");
+    ASSERT_TRUE(ibsim_->Send(commands));
+    ASSERT_TRUE(WaitUntil([&] { return Count(ibsim_->Stdout(), "sim> ") >= prompts + count; },
+                          absl::Seconds(10)))
+        << ibsim_->Stdout();
+  };
   const absl::Time down_at = absl::Now();
-  ASSERT_TRUE(ibsim_->Send("Unlink \"leaf2\"[3]\nUnlink \"spine2\"[4]\n"));
-  absl::SleepFor(absl::Milliseconds(200));  // ibsim applies console commands as it reads them
+  console("Unlink \"leaf2\"[3]\nUnlink \"spine2\"[4]\n", 2);
   const absl::Time down_done = absl::Now();
   size_t n = ends();
   ASSERT_TRUE(WaitUntil([&] { return ends() >= n + 3; }, absl::Seconds(20)));
   const absl::Time up_at = absl::Now();
-  ASSERT_TRUE(ibsim_->Send("ReLink \"leaf2\"[3]\nReLink \"spine2\"[4]\n"));
-  absl::SleepFor(absl::Milliseconds(200));
+  console("ReLink \"leaf2\"[3]\nReLink \"spine2\"[4]\n", 2);
   const absl::Time up_done = absl::Now();
   n = ends();
   ASSERT_TRUE(WaitUntil([&] { return ends() >= n + 3; }, absl::Seconds(20)));
