@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "collectors/ethtool/ethtool_collector.h"
+#include "collectors/ibmad/ib_discovery_collector.h"
 #include "collectors/ibmad/ibmad_collector.h"
 #include "collectors/ibmad/scan_targets.h"
 #include "collectors/infiniband/infiniband_collector.h"
@@ -104,6 +105,12 @@ ABSL_FLAG(std::string, fabric_scan, "",
           "perfquery takes them; a LID alone: all its ports). Empty: off.");
 ABSL_FLAG(std::string, fabric_scan_ca, "", "Local CA the fabric scan's MADs leave from.");
 ABSL_FLAG(int, fabric_scan_ca_port, 0, "Port of --fabric-scan-ca (0: the first active).");
+ABSL_FLAG(absl::Duration, fabric_discover, absl::ZeroDuration(),
+          "InfiniBand subnet discovery (directed-route SMPs from --fabric-scan-ca) every this "
+          "long, e.g. 5m; the graph goes to the aggregator as ib_node / ib_link info records. "
+          "0: off. Run it on a few agents only (docs/fabric-scan.md).");
+ABSL_FLAG(double, fabric_discover_rate, 500,
+          "SMPs per second at most that a discovery pass sends (0: unpaced).");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this agent (mTLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -213,6 +220,16 @@ int main(int argc, char** argv) {
     auto scan = ringside::collectors::IbmadCollector::Create(io);
     fabric_scan = scan.get();
     collectors.push_back(std::move(scan));
+  }
+  if (const absl::Duration period = absl::GetFlag(FLAGS_fabric_discover);
+      period > absl::ZeroDuration()) {
+    ringside::collectors::IbDiscoveryOptions d;
+    d.port.ca_name = absl::GetFlag(FLAGS_fabric_scan_ca);
+    d.port.ca_port = absl::GetFlag(FLAGS_fabric_scan_ca_port);
+    d.discovery.max_mads_per_second = absl::GetFlag(FLAGS_fabric_discover_rate);
+    d.discovery.max_duration = std::min(period, absl::Minutes(10));
+    d.period = period;
+    collectors.push_back(ringside::collectors::IbDiscoveryCollector::Create(std::move(d)));
   }
   const std::string nvml_library = absl::GetFlag(FLAGS_nvml_library);
   if (!nvml_library.empty()) {

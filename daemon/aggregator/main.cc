@@ -29,6 +29,7 @@
 #include "daemon/aggregator/shard_watch.h"
 #include "daemon/common/shard_files.h"
 #include "daemon/aggregator/analysis_metrics.h"
+#include "daemon/aggregator/discovered_fabric.h"
 #include "daemon/aggregator/observer_fanout.h"
 #include "daemon/aggregator/query_api.h"
 #include "daemon/common/flags.h"
@@ -425,7 +426,10 @@ int main(int argc, char** argv) {
   mo.histograms.max_jobs = static_cast<size_t>(max_jobs);
   auto analysis_metrics =
       std::make_shared<ringside::daemon::AnalysisMetrics>(mo, analysis.get());
-  ringside::daemon::ObserverFanout observers({analysis.get(), analysis_metrics.get()});
+  // The agents' InfiniBand subnet discovery (--fabric-discover): logged as it changes.
+  ringside::daemon::DiscoveredFabric discovered_fabric([](const std::string& m) { LogLine(m); });
+  ringside::daemon::ObserverFanout observers(
+      {analysis.get(), analysis_metrics.get(), &discovered_fabric});
   o.observer = &observers;
   o.collectables.push_back(analysis_metrics);
 

@@ -13,10 +13,22 @@
 //     --interval-ms=N    between scan starts (default 1000)
 //     --format=text|json text (default): one line per item; json: one object per scan and line
 //
+//   ringside-fabric-scan --discover [options]
+//     walks the subnet from the local port with directed-route SMPs (subnet_discovery.h) and
+//     prints its graph once per pass (--scans passes, --interval-ms apart)
+//     --rate=N           SMPs per second at most (default 500; 0: unpaced)
+//     --max-duration-ms=N a pass gives up after this long (default 60000)
+//     --format=text|json|ibnetdiscover  ibnetdiscover: the graph as `ibnetdiscover` prints it
+//   Text output per pass: "discovery N time=... duration_ms=... mads=M errors=E cpu_ms=C
+//   complete=0|1 nodes=N links=L", then "node ...", "port ...", "link ..." and "error ..."
+//   lines, then "end N". The counts and CPU time go to stderr with --format=ibnetdiscover.
+//   Exit status: 0; 1 when the last pass had failed SMPs or was incomplete; 2 as for a scan.
+//
 // Text output, per scan: "scan N time=... duration_ms=... errors=E", then "node ...",
 // "value ...", "event ..." and "error ..." lines, then "end N". Exit status: 0; 1 when the last
 // scan had read errors; 2 on bad usage or when no local CA port could be opened.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdio>
@@ -32,6 +44,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectors/ibmad/ibmad_collector.h"
+#include "collectors/ibmad/subnet_discovery.h"
+#include "collectors/ibmad/subnet_graph.h"
 
 namespace {
 
@@ -53,13 +67,19 @@ void OnSignal(int) { g_stop = true; }
 
 constexpr char kUsage[] =
     "usage: ringside-fabric-scan [--ca=NAME] [--ca-port=N] [--timeout-ms=N] [--retries=N]\n"
-    "         [--basic] [--scans=N] [--interval-ms=N] [--format=text|json] LID[:PORTS]...\n";
+    "         [--basic] [--scans=N] [--interval-ms=N] [--format=text|json] LID[:PORTS]...\n"
+    "       ringside-fabric-scan --discover [--ca=NAME] [--ca-port=N] [--timeout-ms=N]\n"
+    "         [--retries=N] [--rate=N] [--max-duration-ms=N] [--scans=N] [--interval-ms=N]\n"
+    "         [--format=text|json|ibnetdiscover]\n";
 
 struct Args {
   IbmadOptions options;
   int scans = 1;
   int64_t interval_ms = 1000;
   bool json = false;
+  bool discover = false;
+  bool ibnetdiscover = false;
+  ringside::collectors::DiscoveryOptions discovery;
 };
 
 bool ParseInt(absl::string_view text, int64_t min, int64_t* out) {
@@ -97,14 +117,31 @@ bool ParseArgs(int argc, char** argv, Args& args, std::string& error) {
       if (!ParseInt(v, 0, &n)) return error = absl::StrCat("bad ", a), false;
       args.interval_ms = n;
     } else if (value("--format=", &v)) {
-      if (v != "text" && v != "json") return error = absl::StrCat("bad ", a), false;
+      if (v != "text" && v != "json" && v != "ibnetdiscover") {
+        return error = absl::StrCat("bad ", a), false;
+      }
       args.json = v == "json";
+      args.ibnetdiscover = v == "ibnetdiscover";
+    } else if (a == "--discover") {
+      args.discover = true;
+    } else if (value("--rate=", &v)) {
+      double rate = 0;
+      if (!absl::SimpleAtod(v, &rate) || rate < 0) return error = absl::StrCat("bad ", a), false;
+      args.discovery.max_mads_per_second = rate;
+    } else if (value("--max-duration-ms=", &v)) {
+      if (!ParseInt(v, 1, &n)) return error = absl::StrCat("bad ", a), false;
+      args.discovery.max_duration = absl::Milliseconds(n);
     } else if (absl::StartsWith(a, "-")) {
       return error = absl::StrCat("unknown option ", a), false;
     } else {
       absl::StrAppend(&targets, ";", a);
     }
   }
+  if (args.discover) {
+    if (!targets.empty()) return error = "--discover takes no targets", false;
+    return true;
+  }
+  if (args.ibnetdiscover) return error = "--format=ibnetdiscover needs --discover", false;
   auto parsed = ringside::collectors::ParseScanTargets(targets);
   if (!parsed.ok()) return error = std::string(parsed.status().message()), false;
   if (parsed->empty()) return error = "no targets", false;
@@ -221,6 +258,154 @@ void PrintJson(int scan, const CollectorSnapshot& snap, const CycleErrors& error
   std::fflush(stdout);
 }
 
+
+// ---- --discover ----
+
+using ringside::collectors::DiscoveredLink;
+using ringside::collectors::DiscoveredNode;
+using ringside::collectors::DiscoveredPort;
+using ringside::collectors::DiscoveryStats;
+using ringside::collectors::GuidString;
+using ringside::collectors::SubnetGraph;
+
+double CpuSeconds() {
+  rusage ru;
+  std::memset(&ru, 0, sizeof(ru));
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+std::string PassHeader(int pass, absl::Time start, const SubnetGraph& g, const DiscoveryStats& st,
+                       double cpu_ms) {
+  return absl::StrFormat(
+      "discovery %d time=%s duration_ms=%d mads=%d errors=%d cpu_ms=%.3f complete=%d nodes=%d "
+      "links=%d",
+      pass, TimeText(start), absl::ToInt64Milliseconds(st.duration), st.mads, st.errors, cpu_ms,
+      g.complete ? 1 : 0, g.nodes.size(), g.links.size());
+}
+
+std::string RateText(const DiscoveredPort& p) {
+  return absl::StrCat("width=", ringside::collectors::LinkWidthName(p.width_active),
+                      " speed=", ringside::collectors::LinkSpeedName(p.speed_active,
+                                                                     p.speed_ext_active));
+}
+
+void PrintGraphText(int pass, absl::Time start, const SubnetGraph& g, const DiscoveryStats& st,
+                    double cpu_ms) {
+  std::string out = PassHeader(pass, start, g, st, cpu_ms) + "\n";
+  for (const auto& [guid, n] : g.nodes) {
+    absl::StrAppend(&out, "node guid=", GuidString(guid),
+                    " type=", ringside::collectors::NodeTypeName(n.info.node_type),
+                    " ports=", n.info.num_ports, " lid=", n.lid, " desc=", Quote(n.description),
+                    " path=", ringside::collectors::DrPathString(n.path), "\n");
+    for (const auto& [num, p] : n.ports) {
+      absl::StrAppend(&out, "port guid=", GuidString(guid), " port=", num, " lid=", p.lid,
+                      " state=", ringside::collectors::PortStateName(p.state),
+                      " phys=", Quote(ringside::collectors::PhysStateName(p.phys_state)), " ",
+                      RateText(p), "\n");
+    }
+  }
+  for (const DiscoveredLink& l : g.links) {
+    std::string rate;
+    if (auto n = g.nodes.find(l.a_guid); n != g.nodes.end()) {
+      if (auto p = n->second.ports.find(l.a_port); p != n->second.ports.end()) {
+        rate = " " + RateText(p->second);
+      }
+    }
+    absl::StrAppend(&out, "link a=", GuidString(l.a_guid), ":", l.a_port,
+                    " b=", GuidString(l.b_guid), ":", l.b_port, rate, "\n");
+  }
+  for (const std::string& m : st.messages) absl::StrAppend(&out, "error ", Quote(m), "\n");
+  absl::StrAppendFormat(&out, "end %d\n", pass);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+}
+
+void PrintGraphJson(int pass, absl::Time start, const SubnetGraph& g, const DiscoveryStats& st,
+                    double cpu_ms) {
+  std::string out = absl::StrFormat(
+      R"({"pass":%d,"time":%s,"duration_ms":%d,"mads":%d,"error_count":%d,"cpu_ms":%.3f,)"
+      R"("complete":%s)",
+      pass, Quote(TimeText(start)), absl::ToInt64Milliseconds(st.duration), st.mads, st.errors,
+      cpu_ms, g.complete ? "true" : "false");
+  std::vector<std::string> items;
+  for (const auto& [guid, n] : g.nodes) {
+    std::vector<std::string> ports;
+    for (const auto& [num, p] : n.ports) {
+      ports.push_back(absl::StrFormat(
+          R"({"port":%d,"lid":%d,"state":%s,"phys_state":%s,"width":%s,"speed":%s})", num, p.lid,
+          Quote(ringside::collectors::PortStateName(p.state)),
+          Quote(ringside::collectors::PhysStateName(p.phys_state)),
+          Quote(ringside::collectors::LinkWidthName(p.width_active)),
+          Quote(ringside::collectors::LinkSpeedName(p.speed_active, p.speed_ext_active))));
+    }
+    items.push_back(absl::StrFormat(
+        R"({"guid":%s,"type":%s,"num_ports":%d,"lid":%d,"description":%s,"path":%s,"ports":[%s]})",
+        Quote(GuidString(guid)), Quote(ringside::collectors::NodeTypeName(n.info.node_type)),
+        n.info.num_ports, n.lid, Quote(n.description),
+        Quote(ringside::collectors::DrPathString(n.path)), absl::StrJoin(ports, ",")));
+  }
+  absl::StrAppend(&out, R"(,"nodes":[)", absl::StrJoin(items, ","), "]");
+  items.clear();
+  for (const DiscoveredLink& l : g.links) {
+    items.push_back(absl::StrFormat(R"({"a":%s,"a_port":%d,"b":%s,"b_port":%d})",
+                                    Quote(GuidString(l.a_guid)), l.a_port,
+                                    Quote(GuidString(l.b_guid)), l.b_port));
+  }
+  absl::StrAppend(&out, R"(,"links":[)", absl::StrJoin(items, ","), "]");
+  items.clear();
+  for (const std::string& m : st.messages) items.push_back(Quote(m));
+  absl::StrAppend(&out, R"(,"errors":[)", absl::StrJoin(items, ","), "]}\n");
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+}
+
+int RunDiscovery(const Args& args) {
+  auto transport = ringside::collectors::LibibmadDrTransport::Open(args.options.port);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "ringside-fabric-scan: %s\n",
+                 std::string(transport.status().message()).c_str());
+    return 2;
+  }
+  ringside::collectors::DiscoveryOptions d = args.discovery;
+  d.sleep = [](absl::Duration dur) {
+    const absl::Time end = absl::Now() + dur;
+    while (!g_stop && absl::Now() < end) {
+      absl::SleepFor(std::min(end - absl::Now(), absl::Milliseconds(20)));
+    }
+  };
+  int rc = 0;
+  const absl::Duration interval = absl::Milliseconds(args.interval_ms);
+  absl::Time next = absl::Now();
+  for (int pass = 1; !g_stop && (args.scans == 0 || pass <= args.scans); ++pass) {
+    const absl::Time start = absl::Now();
+    const double cpu0 = CpuSeconds();
+    DiscoveryStats st;
+    SubnetGraph g = ringside::collectors::DiscoverSubnet(**transport, d, st);
+    const double cpu_ms = (CpuSeconds() - cpu0) * 1000;
+    rc = (st.errors > 0 || !g.complete) ? 1 : 0;
+    if (args.ibnetdiscover) {
+      const std::string text = ringside::collectors::IbnetdiscoverText(g);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s\n", PassHeader(pass, start, g, st, cpu_ms).c_str());
+      for (const std::string& m : st.messages) std::fprintf(stderr, "error %s\n", Quote(m).c_str());
+    } else if (args.json) {
+      PrintGraphJson(pass, start, g, st, cpu_ms);
+    } else {
+      PrintGraphText(pass, start, g, st, cpu_ms);
+    }
+    if (args.scans != 0 && pass == args.scans) break;
+    next += interval;
+    while (!g_stop && absl::Now() < next) {
+      absl::SleepFor(std::min(next - absl::Now(), absl::Milliseconds(20)));
+    }
+    if (absl::Now() > next + interval) next = absl::Now();
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -235,6 +420,7 @@ int main(int argc, char** argv) {
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  if (args.discover) return RunDiscovery(args);
 
   std::unique_ptr<IbmadCollector> collector = IbmadCollector::Create(args.options);
   if (!collector->Availability().ok()) {
