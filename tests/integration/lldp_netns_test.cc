@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -179,7 +180,11 @@ TEST_F(LldpNetnsTest, HostPortSeesItsSwitchAndFollowsARecabling) {
   // Recabled: h0 now goes to leaf-2's swp3.
   ASSERT_EQ(Sh(absl::StrCat("ip -n ", host_, " link del h0")), 0);
   Cable(sw2_, "swp3", "192.0.2.2/24");
+  const absl::Time recabled = absl::Now();
   CollectorSnapshot second = WaitForNeighbor(collector, "leaf-2");
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - recabled);
+  RecordProperty("recabling_seen_after_seconds", absl::StrCat(seconds));
+  std::fprintf(stderr, "recabling seen after %.2f s (lldpd tx-interval 1 s)\n", seconds);
   r = Record(second, "h0");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->labels.at("port_id"), "swp3");
