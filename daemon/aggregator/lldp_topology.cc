@@ -82,14 +82,27 @@ std::string LldpNodeSwitchLines(const std::vector<LldpPortPeer>& peers) {
   return out;
 }
 
-void LldpTopology::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
-  if (!defs.has_info()) return;
+bool LldpTopology::Relines() {
+  std::string lines = LldpNodeSwitchLines(Peers());
+  if (lines == lines_) return false;
+  lines_ = std::move(lines);
+  return true;
+}
+
+bool LldpTopology::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
+  if (!defs.has_info()) return false;
   NodeInfoRecords& n = nodes_[std::string(node)];
   n.records.assign(defs.info().begin(), defs.info().end());
+  return Relines();
+}
+
+bool LldpTopology::ForgetNode(absl::string_view node) {
+  if (nodes_.erase(std::string(node)) == 0) return false;
+  return Relines();
 }
 
 absl::StatusOr<analysis::Topology> LldpTopology::ToTopology() const {
-  std::string lines = NodeSwitchLines();
+  const std::string& lines = lines_;
   if (lines.empty()) return absl::NotFoundError("no RoCE port has an LLDP switch neighbour yet");
   return analysis::Topology::Parse(lines, analysis::Topology::Format::kNodeSwitchMap);
 }

@@ -53,18 +53,25 @@ std::string LldpNodeSwitchLines(const std::vector<LldpPortPeer>& peers);
 std::map<std::string, std::vector<std::string>> LldpLeaves(const std::vector<LldpPortPeer>& peers);
 
 // Keeps each node's latest complete info set and derives the topology from all of them.
+// Hooking it into the aggregator (not done here, docs/lldp.md): in AnalysisHost::OnInfo, when no
+// --topology file was given, `if (lldp_.OnInfo(node, defs)) { auto t = lldp_.ToTopology(); ...
+// analysis_->SetTopology(new one); then drop the old one }` (under the host's mutex).
 class LldpTopology {
  public:
-  // `defs` with has_info: the node's complete set (replaces what it sent before).
-  void OnInfo(absl::string_view node, const v1::SeriesDefs& defs);
-  void ForgetNode(absl::string_view node) { nodes_.erase(std::string(node)); }
+  // `defs` with has_info: the node's complete set (replaces what it sent before). True when the
+  // node→switch lines changed (a node gained, lost or changed a leaf).
+  bool OnInfo(absl::string_view node, const v1::SeriesDefs& defs);
+  bool ForgetNode(absl::string_view node);
   std::vector<LldpPortPeer> Peers() const { return LldpPeers(nodes_); }
-  std::string NodeSwitchLines() const { return LldpNodeSwitchLines(Peers()); }
+  const std::string& NodeSwitchLines() const { return lines_; }
   // NotFound when no node has a RoCE port with a switch neighbour yet.
   absl::StatusOr<analysis::Topology> ToTopology() const;
 
  private:
+  bool Relines();
+
   std::map<std::string, NodeInfoRecords> nodes_;
+  std::string lines_;
 };
 
 }  // namespace ringside::daemon

@@ -84,14 +84,21 @@ TEST_F(LldpTopologyTest, LeavesAreTheSwitchesOfHostsRocePorts) {
 }
 
 TEST_F(LldpTopologyTest, RecablingMovesTheNodeToItsNewLeaf) {
-  t_.OnInfo("node-c", Defs({Netdev("eth2", "mlx5_0"), Lldp("eth2", "leaf-1", "Ethernet3")}));
+  // The same set again, or a change that moves no node to another leaf: nothing to rebuild.
+  EXPECT_FALSE(t_.OnInfo("node-c", Defs({Netdev("eth0", ""), Netdev("eth2", "mlx5_0"),
+                                         Lldp("eth0", "mgmt-sw", "ge-0/0/3"),
+                                         Lldp("eth2", "leaf-2", "Ethernet1")})));
+  EXPECT_FALSE(t_.OnInfo("node-c", Defs({Netdev("eth2", "mlx5_0"), Lldp("eth2", "leaf-2", "Ethernet9")})));
+  EXPECT_TRUE(
+      t_.OnInfo("node-c", Defs({Netdev("eth2", "mlx5_0"), Lldp("eth2", "leaf-1", "Ethernet3")})));
   EXPECT_EQ(t_.NodeSwitchLines(), "node-a leaf-1\nnode-b leaf-1\nnode-c leaf-1\n");
   // Info without has_info is not a complete set: ignored.
   v1::SeriesDefs partial = Defs({Netdev("eth2", "mlx5_0"), Lldp("eth2", "leaf-9", "Ethernet3")});
   partial.set_has_info(false);
   t_.OnInfo("node-c", partial);
   EXPECT_EQ(t_.NodeSwitchLines(), "node-a leaf-1\nnode-b leaf-1\nnode-c leaf-1\n");
-  t_.ForgetNode("node-c");
+  EXPECT_TRUE(t_.ForgetNode("node-c"));
+  EXPECT_FALSE(t_.ForgetNode("node-c"));
   EXPECT_EQ(t_.NodeSwitchLines(), "node-a leaf-1\nnode-b leaf-1\n");
 }
 
