@@ -253,5 +253,43 @@ TEST_F(LldpNetnsTest, AgentProcessLogsNeighbourAndRecabling) {
   EXPECT_EQ(p.Wait(absl::Seconds(10)), 0) << p.Stderr();
 }
 
+// The agent's only privilege for LLDP is the socket's group: as user nobody, without capabilities,
+// it is refused until it is also in group _lldpd; then it reads the neighbour.
+TEST_F(LldpNetnsTest, AgentNeedsOnlyTheLldpdGroup) {
+  collectors::LldpOptions o;
+  o.client.socket_path = Socket(host_);
+  o.refresh_interval = absl::ZeroDuration();
+  collectors::LldpCollector collector(o);
+  WaitForNeighbor(collector, "leaf-1");  // lldpd has learnt it
+
+  const std::string agent = testing::BinaryPath("daemon/ringside-agent");
+  auto run_as_nobody = [&](const std::string& groups) {
+    std::vector<std::string> argv{"/usr/sbin/ip", "netns", "exec", host_, "/usr/bin/setpriv",
+                                  "--reuid=nobody", "--regid=nogroup"};
+    if (groups.empty()) {
+      argv.push_back("--clear-groups");
+    } else {
+      argv.push_back("--groups=" + groups);
+    }
+    for (const char* a : {"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"}) {
+      argv.push_back(a);
+    }
+    for (const std::string& a :
+         {agent, std::string("--once"), "--lldp-socket=" + Socket(host_),
+          std::string("--ethtool-source=off"), std::string("--nvml-library="),
+          std::string("--collectives-socket="), std::string("--node-name=host-1")}) {
+      argv.push_back(a);
+    }
+    return testing::Run(argv, "", absl::Seconds(30));
+  };
+  testing::RunResult refused = run_as_nobody("");
+  EXPECT_EQ(refused.exit_code, 0) << refused.err;
+  EXPECT_NE(refused.err.find("lldp: PERMISSION_DENIED"), std::string::npos) << refused.err;
+  testing::RunResult allowed = run_as_nobody("_lldpd");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_NE(allowed.err.find("lldp: h0 neighbour leaf-1 port swp1"), std::string::npos)
+      << allowed.err;
+}
+
 }  // namespace
 }  // namespace ringside
