@@ -1,7 +1,6 @@
 #include "collectors/lldp/lldp_client.h"
 
 #include <errno.h>
-#include <lldpctl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,15 +13,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "collectors/lldp/lldpctl_api.h"
 
 namespace ringside::collectors {
 namespace {
-
-// liblldpctl prints its own warnings to stderr; the caller reports failures once, itself.
-void QuietLldpctlLog() {
-  static std::once_flag once;
-  std::call_once(once, [] { lldpctl_log_callback([](int, const char*) {}); });
-}
 
 // Our own blocking socket with send/receive timeouts, instead of liblldpctl's default I/O
 // (which waits forever on a stopped lldpd).
@@ -39,53 +33,76 @@ ssize_t RecvCallback(lldpctl_conn_t*, const uint8_t* data, size_t length, void* 
   return n < 0 ? static_cast<ssize_t>(LLDPCTL_ERR_CALLBACK_FAILURE) : n;
 }
 
-struct AtomRef {
-  void operator()(lldpctl_atom_t* a) const {
-    if (a != nullptr) lldpctl_atom_dec_ref(a);
+// The library's calls, with atoms released by RAII and lists walked by a callback.
+class Lib {
+ public:
+  explicit Lib(const LldpctlApi& api) : api_(api) {}
+
+  struct Release {
+    const LldpctlApi* api;
+    void operator()(lldpctl_atom_t* a) const {
+      if (a != nullptr) api->atom_dec_ref(a);
+    }
+  };
+  using Atom = std::unique_ptr<lldpctl_atom_t, Release>;
+
+  Atom Own(lldpctl_atom_t* a) const { return Atom(a, Release{&api_}); }
+  Atom Get(lldpctl_atom_t* atom, lldpctl_key_t key) const { return Own(api_.atom_get(atom, key)); }
+  std::string Str(lldpctl_atom_t* atom, lldpctl_key_t key) const {
+    const char* s = api_.atom_get_str(atom, key);
+    return s == nullptr ? std::string() : std::string(s);
   }
+  long Int(lldpctl_atom_t* atom, lldpctl_key_t key) const { return api_.atom_get_int(atom, key); }
+  // Calls f(value) for each element of a list atom.
+  template <typename F>
+  void ForEach(lldpctl_atom_t* list, F f) const {
+    // As lldpctl_atom_foreach: the value is released after stepping to the next one.
+    lldpctl_atom_iter_t* it = api_.atom_iter(list);
+    while (it != nullptr) {
+      lldpctl_atom_t* value = api_.atom_iter_value(list, it);
+      if (value == nullptr) break;
+      f(value);
+      it = api_.atom_iter_next(list, it);
+      api_.atom_dec_ref(value);
+    }
+  }
+  absl::Status ConnError(lldpctl_conn_t* conn, absl::string_view what,
+                         const std::string& path) const {
+    return absl::UnavailableError(
+        absl::StrCat("lldpd at ", path, ": ", what, ": ", api_.strerror(api_.last_error(conn))));
+  }
+  const LldpctlApi& api() const { return api_; }
+
+ private:
+  const LldpctlApi& api_;
 };
-using Atom = std::unique_ptr<lldpctl_atom_t, AtomRef>;
-
-std::string Str(lldpctl_atom_t* atom, lldpctl_key_t key) {
-  const char* s = lldpctl_atom_get_str(atom, key);
-  return s == nullptr ? std::string() : std::string(s);
-}
-
-absl::Status ConnError(lldpctl_conn_t* conn, absl::string_view what, const std::string& path) {
-  return absl::UnavailableError(
-      absl::StrCat("lldpd at ", path, ": ", what, ": ", lldpctl_last_strerror(conn)));
-}
 
 // Fills the neighbour's fields (not netdev, not neighbors_on_port).
-void ReadNeighbor(lldpctl_atom_t* remote, LldpNeighbor& n) {
-  n.protocol = Str(remote, lldpctl_k_port_protocol);
-  n.port_id_subtype = Str(remote, lldpctl_k_port_id_subtype);
-  n.port_id = Str(remote, lldpctl_k_port_id);
-  n.port_descr = Str(remote, lldpctl_k_port_descr);
-  n.pvid = lldpctl_atom_get_int(remote, lldpctl_k_port_vlan_pvid);
+void ReadNeighbor(const Lib& lib, lldpctl_atom_t* remote, LldpNeighbor& n) {
+  n.protocol = lib.Str(remote, lldpctl_k_port_protocol);
+  n.port_id_subtype = lib.Str(remote, lldpctl_k_port_id_subtype);
+  n.port_id = lib.Str(remote, lldpctl_k_port_id);
+  n.port_descr = lib.Str(remote, lldpctl_k_port_descr);
+  n.pvid = lib.Int(remote, lldpctl_k_port_vlan_pvid);
   if (n.pvid < 0) n.pvid = 0;
-  Atom vlans(lldpctl_atom_get(remote, lldpctl_k_port_vlans));
-  if (vlans) {
-    lldpctl_atom_t* vlan = nullptr;
-    lldpctl_atom_foreach(vlans.get(), vlan) {
+  if (Lib::Atom vlans = lib.Get(remote, lldpctl_k_port_vlans)) {
+    lib.ForEach(vlans.get(), [&](lldpctl_atom_t* vlan) {
       if (!n.vlans.empty()) n.vlans += ",";
-      absl::StrAppend(&n.vlans, lldpctl_atom_get_int(vlan, lldpctl_k_vlan_id));
-      std::string name = Str(vlan, lldpctl_k_vlan_name);
+      absl::StrAppend(&n.vlans, lib.Int(vlan, lldpctl_k_vlan_id));
+      std::string name = lib.Str(vlan, lldpctl_k_vlan_name);
       if (!name.empty()) absl::StrAppend(&n.vlans, ":", name);
-    }
+    });
   }
-  Atom chassis(lldpctl_atom_get(remote, lldpctl_k_port_chassis));
+  Lib::Atom chassis = lib.Get(remote, lldpctl_k_port_chassis);
   if (!chassis) return;
-  n.chassis_id_subtype = Str(chassis.get(), lldpctl_k_chassis_id_subtype);
-  n.chassis_id = Str(chassis.get(), lldpctl_k_chassis_id);
-  n.chassis_name = Str(chassis.get(), lldpctl_k_chassis_name);
-  n.chassis_descr = Str(chassis.get(), lldpctl_k_chassis_descr);
-  Atom mgmts(lldpctl_atom_get(chassis.get(), lldpctl_k_chassis_mgmt));
-  if (mgmts) {
-    lldpctl_atom_t* mgmt = nullptr;
-    lldpctl_atom_foreach(mgmts.get(), mgmt) {
-      if (n.mgmt_addr.empty()) n.mgmt_addr = Str(mgmt, lldpctl_k_mgmt_ip);
-    }
+  n.chassis_id_subtype = lib.Str(chassis.get(), lldpctl_k_chassis_id_subtype);
+  n.chassis_id = lib.Str(chassis.get(), lldpctl_k_chassis_id);
+  n.chassis_name = lib.Str(chassis.get(), lldpctl_k_chassis_name);
+  n.chassis_descr = lib.Str(chassis.get(), lldpctl_k_chassis_descr);
+  if (Lib::Atom mgmts = lib.Get(chassis.get(), lldpctl_k_chassis_mgmt)) {
+    lib.ForEach(mgmts.get(), [&](lldpctl_atom_t* mgmt) {
+      if (n.mgmt_addr.empty()) n.mgmt_addr = lib.Str(mgmt, lldpctl_k_mgmt_ip);
+    });
   }
 }
 
@@ -93,6 +110,9 @@ void ReadNeighbor(lldpctl_atom_t* remote, LldpNeighbor& n) {
 
 absl::StatusOr<std::vector<LldpNeighbor>> ReadLldpNeighbors(const LldpClientOptions& options) {
   const std::string& path = options.socket_path;
+  absl::StatusOr<const LldpctlApi*> loaded = LoadLldpctl(options.library);
+  if (!loaded.ok()) return loaded.status();
+  const LldpctlApi* api = *loaded;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no lldpd socket at ", path));
@@ -123,36 +143,35 @@ absl::StatusOr<std::vector<LldpNeighbor>> ReadLldpNeighbors(const LldpClientOpti
     return absl::UnavailableError(msg);
   }
 
-  QuietLldpctlLog();
-  std::unique_ptr<lldpctl_conn_t, int (*)(lldpctl_conn_t*)> conn(
-      lldpctl_new(SendCallback, RecvCallback, &closer.fd), lldpctl_release);
+  // Atoms hold a reference to the connection: declared after it, released before it.
+  std::unique_ptr<lldpctl_conn_t, decltype(api->release)> conn(
+      api->new_conn(SendCallback, RecvCallback, &closer.fd), api->release);
   if (!conn) return absl::ResourceExhaustedError("lldpctl_new failed");
+  const Lib lib(*api);
 
-  Atom interfaces(lldpctl_get_interfaces(conn.get()));
-  if (!interfaces) return ConnError(conn.get(), "list interfaces", path);
+  Lib::Atom interfaces = lib.Own(api->get_interfaces(conn.get()));
+  if (!interfaces) return lib.ConnError(conn.get(), "list interfaces", path);
   std::vector<LldpNeighbor> out;
   absl::Status failed;
-  lldpctl_atom_t* iface = nullptr;
-  lldpctl_atom_foreach(interfaces.get(), iface) {
-    if (!failed.ok()) continue;  // finish the loop: it releases each value
-    const std::string netdev = Str(iface, lldpctl_k_interface_name);
-    Atom port(lldpctl_get_port(iface));
+  lib.ForEach(interfaces.get(), [&](lldpctl_atom_t* iface) {
+    if (!failed.ok()) return;
+    const std::string netdev = lib.Str(iface, lldpctl_k_interface_name);
+    Lib::Atom port = lib.Own(api->get_port(iface));
     if (!port) {
-      failed = ConnError(conn.get(), absl::StrCat("read port ", netdev), path);
-      continue;
+      failed = lib.ConnError(conn.get(), absl::StrCat("read port ", netdev), path);
+      return;
     }
-    Atom remotes(lldpctl_atom_get(port.get(), lldpctl_k_port_neighbors));
-    if (!remotes) continue;
+    Lib::Atom remotes = lib.Get(port.get(), lldpctl_k_port_neighbors);
+    if (!remotes) return;
     const size_t first = out.size();
-    lldpctl_atom_t* remote = nullptr;
-    lldpctl_atom_foreach(remotes.get(), remote) {
+    lib.ForEach(remotes.get(), [&](lldpctl_atom_t* remote) {
       LldpNeighbor& n = out.emplace_back();
       n.netdev = netdev;
-      ReadNeighbor(remote, n);
-    }
+      ReadNeighbor(lib, remote, n);
+    });
     const int count = static_cast<int>(out.size() - first);
     for (size_t i = first; i < out.size(); ++i) out[i].neighbors_on_port = count;
-  }
+  });
   if (!failed.ok()) return failed;
   return out;
 }

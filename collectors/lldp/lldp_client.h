@@ -33,12 +33,14 @@ struct LldpNeighbor {
 
 struct LldpClientOptions {
   std::string socket_path = "/run/lldpd.socket";
+  // liblldpctl, loaded at the first read (lldpctl_api.h).
+  std::string library = "liblldpctl.so.4";
   // Each send and receive on the control socket; a stopped lldpd cannot hang the caller longer.
   absl::Duration io_timeout = absl::Seconds(2);
 };
 
 // Every neighbour of every interface lldpd watches, one entry per (interface, remote port),
-// ordered by interface as lldpd lists them. NotFound: no socket; Unavailable: lldpd does not
+// ordered by interface as lldpd lists them. NotFound: no socket or no liblldpctl; Unavailable: lldpd does not
 // answer (not running, refused, timed out); PermissionDenied: not in the socket's group.
 absl::StatusOr<std::vector<LldpNeighbor>> ReadLldpNeighbors(const LldpClientOptions& options);
 

@@ -159,5 +159,13 @@ TEST(LldpClientTest, MissingSocketIsNotFound) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
 }
 
+TEST(LldpClientTest, MissingLibraryIsNotFound) {
+  LldpClientOptions o;
+  o.library = "liblldpctl-ringside-test-absent.so.4";
+  absl::StatusOr<std::vector<LldpNeighbor>> r = ReadLldpNeighbors(o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_NE(r.status().message().find("cannot be loaded"), std::string::npos) << r.status();
+}
+
 }  // namespace
 }  // namespace ringside::collectors
