@@ -3,17 +3,17 @@
 #include <dlfcn.h>
 
 #include <map>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ringside::collectors {
 
 absl::StatusOr<const LldpctlApi*> LoadLldpctl(const std::string& library) {
-  static std::mutex mu;
+  static absl::Mutex mu(absl::kConstInit);
   static auto* loaded = new std::map<std::string, LldpctlApi>();  // never freed: kept for good
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   if (auto it = loaded->find(library); it != loaded->end()) return &it->second;
 
   dlerror();
