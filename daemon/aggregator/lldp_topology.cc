@@ -107,4 +107,17 @@ absl::StatusOr<analysis::Topology> LldpTopology::ToTopology() const {
   return analysis::Topology::Parse(lines, analysis::Topology::Format::kNodeSwitchMap);
 }
 
+std::string LldpTopologyFeed::OnInfo(absl::string_view node, const v1::SeriesDefs& defs,
+                                     analysis::FabricAnalysis* analysis) {
+  if (!lldp_.OnInfo(node, defs)) return "";
+  absl::StatusOr<analysis::Topology> t = lldp_.ToTopology();
+  std::unique_ptr<analysis::Topology> next;
+  if (t.ok()) next = std::make_unique<analysis::Topology>(*std::move(t));
+  if (analysis != nullptr) analysis->SetTopology(next.get());
+  topology_ = std::move(next);  // the previous one is freed only now, after the hand-over
+  if (!topology_) return absl::StrCat("topology from LLDP: none (after ", node, "'s update)");
+  return absl::StrCat("topology from LLDP (after ", node, "'s update): ", topology_->leaves(),
+                      " leaves, ", topology_->hosts(), " hosts");
+}
+
 }  // namespace ringside::daemon

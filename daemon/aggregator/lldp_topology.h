@@ -13,11 +13,13 @@
 #define RINGSIDE_DAEMON_AGGREGATOR_LLDP_TOPOLOGY_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "analysis/fabric_analysis.h"
 #include "analysis/topology.h"
 #include "ringside/v1/ingest.pb.h"
 
@@ -53,9 +55,6 @@ std::string LldpNodeSwitchLines(const std::vector<LldpPortPeer>& peers);
 std::map<std::string, std::vector<std::string>> LldpLeaves(const std::vector<LldpPortPeer>& peers);
 
 // Keeps each node's latest complete info set and derives the topology from all of them.
-// Hooking it into the aggregator (not done here, docs/lldp.md): in AnalysisHost::OnInfo, when no
-// --topology file was given, `if (lldp_.OnInfo(node, defs)) { auto t = lldp_.ToTopology(); ...
-// analysis_->SetTopology(new one); then drop the old one }` (under the host's mutex).
 class LldpTopology {
  public:
   // `defs` with has_info: the node's complete set (replaces what it sent before). True when the
@@ -72,6 +71,26 @@ class LldpTopology {
 
   std::map<std::string, NodeInfoRecords> nodes_;
   std::string lines_;
+};
+
+// What the running aggregator would hold to use it (not hooked in yet, docs/lldp.md): in
+// AnalysisHost::OnInfo, under the host's mutex and only when no --topology file was given,
+//   if (std::string line = lldp_feed_.OnInfo(node, defs, analysis_.get()); !line.empty())
+//     options_.log(line);
+class LldpTopologyFeed {
+ public:
+  // Applies the node's info set. When a node's leaves changed, builds the new Topology, hands it
+  // to `analysis` (FabricAnalysis::SetTopology), then frees the previous one, and returns a line
+  // for the log; otherwise returns "". `analysis` may be null (nothing is handed over).
+  std::string OnInfo(absl::string_view node, const v1::SeriesDefs& defs,
+                     analysis::FabricAnalysis* analysis);
+  // The topology last handed over; null before the first.
+  const analysis::Topology* current() const { return topology_.get(); }
+  const LldpTopology& lldp() const { return lldp_; }
+
+ private:
+  LldpTopology lldp_;
+  std::unique_ptr<analysis::Topology> topology_;
 };
 
 }  // namespace ringside::daemon

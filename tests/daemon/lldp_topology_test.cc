@@ -122,5 +122,34 @@ TEST(LldpTopologyRulesTest, HostToHostCablesAndUnnamedSwitches) {
   EXPECT_EQ(empty.ToTopology().status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(LldpTopologyFeedTest, HandsANewTopologyToTheAnalysisOnlyWhenLeavesChange) {
+  analysis::FabricAnalysis analysis(analysis::FabricAnalysisOptions{}, nullptr);
+  LldpTopologyFeed feed;
+  EXPECT_EQ(feed.current(), nullptr);
+  std::string line = feed.OnInfo(
+      "node-a", Defs({Netdev("eth2", "mlx5_0"), Lldp("eth2", "leaf-1", "Ethernet1")}), &analysis);
+  EXPECT_EQ(line, "topology from LLDP (after node-a's update): 1 leaves, 1 hosts");
+  ASSERT_NE(feed.current(), nullptr);
+  EXPECT_EQ(feed.current()->LeavesOf("node-a"), (std::vector<std::string>{"leaf-1"}));
+  const analysis::Topology* first = feed.current();
+
+  // Same leaves (another port on the same switch): nothing rebuilt.
+  EXPECT_EQ(feed.OnInfo("node-a", Defs({Netdev("eth2", "mlx5_0"), Lldp("eth2", "leaf-1", "Ethernet5")}),
+                        &analysis),
+            "");
+  EXPECT_EQ(feed.current(), first);
+
+  // Recabled to leaf-2: a new topology.
+  line = feed.OnInfo("node-a", Defs({Netdev("eth2", "mlx5_0"), Lldp("eth2", "leaf-2", "Ethernet1")}),
+                     &analysis);
+  EXPECT_FALSE(line.empty());
+  EXPECT_EQ(feed.current()->LeavesOf("node-a"), (std::vector<std::string>{"leaf-2"}));
+
+  // Unplugged: no topology left, and the analysis is told so.
+  line = feed.OnInfo("node-a", Defs({Netdev("eth2", "mlx5_0")}), &analysis);
+  EXPECT_EQ(line, "topology from LLDP: none (after node-a's update)");
+  EXPECT_EQ(feed.current(), nullptr);
+}
+
 }  // namespace
 }  // namespace ringside::daemon
