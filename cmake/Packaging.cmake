@@ -42,6 +42,7 @@ install(FILES ${RINGSIDE_DEPLOY_DIR}/default/ringside-aggregator
 # names, where the tree has them.
 foreach(example
     "agent;systemd/ringside-agent.service.d/optics.conf.example"
+    "agent;systemd/ringside-agent.service.d/lldp.conf.example"
     "aggregator;systemd/ringside-aggregator.service.d/tls.conf.example")
   list(GET example 0 component)
   list(GET example 1 file)

@@ -10,6 +10,7 @@ PACKAGES=(
   libsqlite3-dev libssl-dev zlib1g-dev nlohmann-json3-dev libsystemd-dev
   rdma-core libibverbs-dev libibumad-dev libibmad-dev infiniband-diags
   ibsim-utils libumad2sim0 opensm
+  lldpd liblldpctl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus prometheus-node-exporter prometheus-alertmanager
   libyaml-cpp-dev tmux

@@ -101,7 +101,7 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
       } else if (def.source == "ibmad") {
         labels.push_back({"node_guid", def.device});
         labels.push_back({"port", def.port});
-      } else if (def.source == "netdev" || def.source == "ethtool") {
+      } else if (def.source == "netdev" || def.source == "ethtool" || def.source == "lldp") {
         labels.push_back({"netdev", def.device});
         if (auto it = netdev_to_port.find(def.device); it != netdev_to_port.end()) {
           labels.push_back({"device", it->second.device});
@@ -161,6 +161,10 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
           labels.push_back({"port", it->second.port});
         }
         out.Add(AgentFamily("ringside_netdev_info"), std::move(labels), 1);
+      } else if (info.source == "lldp") {
+        labels.push_back({"netdev", info.device});
+        for (const auto& [key, value] : info.labels) labels.push_back({key, value});
+        out.Add(AgentFamily("ringside_lldp_neighbor_info"), std::move(labels), 1);
       }
     }
   }

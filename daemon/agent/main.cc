@@ -26,6 +26,7 @@
 #include "collectors/ibmad/ibmad_collector.h"
 #include "collectors/ibmad/scan_targets.h"
 #include "collectors/infiniband/infiniband_collector.h"
+#include "collectors/lldp/lldp_collector.h"
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_collector.h"
 #include "daemon/agent/agent_health.h"
@@ -111,6 +112,12 @@ ABSL_FLAG(absl::Duration, fabric_discover, absl::ZeroDuration(),
           "0: off. Run it on a few agents only (docs/fabric-scan.md).");
 ABSL_FLAG(double, fabric_discover_rate, 500,
           "SMPs per second at most that a discovery pass sends (0: unpaced).");
+ABSL_FLAG(bool, lldp, true,
+          "Read each netdev's LLDP neighbour (switch and port) from lldpd (docs/lldp.md); without "
+          "lldpd the collector stays off, says so once and retries.");
+ABSL_FLAG(std::string, lldp_socket, "/run/lldpd.socket",
+          "lldpd's control socket (the agent needs the _lldpd group to open it).");
+ABSL_FLAG(absl::Duration, lldp_interval, absl::Seconds(10), "How often lldpd is asked.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this agent (mTLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -237,6 +244,13 @@ int main(int argc, char** argv) {
     nv.library = nvml_library;
     nv.rediscover_interval = ib.rediscover_interval;
     collectors.push_back(std::make_unique<ringside::collectors::NvmlCollector>(nv));
+  }
+  if (absl::GetFlag(FLAGS_lldp)) {
+    ringside::collectors::LldpOptions lo;
+    lo.client.socket_path = absl::GetFlag(FLAGS_lldp_socket);
+    lo.refresh_interval = absl::GetFlag(FLAGS_lldp_interval);
+    lo.log = [](const std::string& m) { LogLine(m); };
+    collectors.push_back(std::make_unique<ringside::collectors::LldpCollector>(lo));
   }
   // A collector whose source is absent says so once, here, and in ringside_agent_collector_up.
   for (const auto& c : collectors) {

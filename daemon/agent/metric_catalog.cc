@@ -186,11 +186,15 @@ constexpr std::array kCatalog = std::to_array<MetricSpec>({
   {"ethtool", "rx_bits_phy", "ringside_ethtool_rx_bits_total", C, 1, "Bits received at the PHY, where the driver has it (MLNX_OFED; upstream mlx5 does not emit rx_bits_phy). Without it the BER denominator is link speed x time."},
   {"ethtool", "rx_crc_errors_phy", "ringside_ethtool_rx_crc_errors_phy_total", C, 1, "Frames received with a CRC error at the PHY."},
   {"ethtool", "*", "ringside_ethtool_other_statistic_total", C, 1, "A driver statistic not in the catalog, by its name (exported only with --ethtool-all-metrics)."},
+  // LLDP, from lldpd (collectors/lldp, docs/lldp.md).
+  {"lldp", "neighbors", "ringside_lldp_neighbors", G, 1, "LLDP neighbours lldpd knows on the netdev (0: none, or lost)."},
+  {"lldp", "neighbor_changes", "ringside_lldp_neighbor_changes_total", C, 1, "Times the netdev's LLDP neighbour changed (another switch or port, lost, back) since the agent started."},
   // Info families (value 1) and the agent's own health.
   {"info", "infiniband_device", "ringside_ib_device_info", G, 1, "An RDMA device with its hca_type, firmware_version, board_id and node_guid; value 1."},
   {"info", "infiniband_port", "ringside_ib_port_info", G, 1, "An RDMA port with its link_layer and RoCE netdev; value 1."},
   {"info", "gpu", "ringside_gpu_info", G, 1, "A GPU seen through NVML with its uuid, name, pci_bus_id, architecture, driver_version, nvlink_count and nvlink_error_api; value 1."},
   {"info", "ethtool_caps", "ringside_ethtool_capabilities_info", G, 1, "The pause, storm, discard and ECN counters the NIC reports, and its pause configuration, as labels; value 1."},
+  {"info", "lldp", "ringside_lldp_neighbor_info", G, 1, "A netdev's LLDP neighbour with its chassis_id, chassis_name, port_id, port_descr, mgmt_addr, pvid and vlans as lldpd reports them; value 1."},
   {"info", "netdev", "ringside_netdev_info", G, 1, "A network interface with its RDMA device and port where it has one; value 1."},
   {"info", "link_transitions", "ringside_link_transitions_total", C, 1, "Link state transitions seen by an event source (netlink carrier/operstate, verbs port events), by direction (to=up|down), each stamped as it arrived."},
   {"self", "link_events_evicted", "ringside_link_events_evicted_total", C, 1, "Link events pushed out of the agent's bounded event ring before they were read."},
