@@ -267,6 +267,28 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
     if (dev == r.labels().end() || port == r.labels().end()) continue;
     analysis_->MapNetdev(node, r.device(), dev->second, port->second);
   }
+  if (topology_ != nullptr) return;  // a --topology file wins (docs/scale.md, docs/lldp.md)
+  discovered_.OnInfo(node, defs);
+  if (const uint64_t n = discovered_.updates(); n != discovered_seen_) {
+    discovered_seen_ = n;
+    discovered_topology_ = discovered_.current();  // kept alive here while the detectors use it
+    analysis_->SetTopology(discovered_topology_.get());
+    options_.log(absl::StrCat("topology: from the InfiniBand subnet discovery of ",
+                              discovered_.reporter(), " (update ", n, ")"));
+    return;
+  }
+  if (discovered_topology_ != nullptr) return;
+  if (std::string line = lldp_feed_.OnInfo(node, defs, analysis_.get()); !line.empty()) {
+    options_.log(line);
+  }
+}
+
+std::string AnalysisHost::topology_source() const {
+  absl::MutexLock lock(&mu_);
+  if (topology_ != nullptr) return "file";
+  if (discovered_topology_ != nullptr) return "ib-discovery";
+  if (lldp_feed_.current() != nullptr) return "lldp";
+  return "none";
 }
 
 void AnalysisHost::ReplaceRemote(const std::string& shard,

@@ -31,7 +31,9 @@
 #include "analysis/fabric_analysis.h"
 #include "analysis/incident_store.h"
 #include "analysis/topology.h"
+#include "daemon/aggregator/discovered_fabric.h"
 #include "daemon/aggregator/ingest_core.h"
+#include "daemon/aggregator/lldp_topology.h"
 
 namespace ringside::daemon {
 
@@ -61,8 +63,12 @@ class AnalysisHost final : public IngestObserver {
                      absl::Time received, const v1::CollectiveBatch& batch) override;
   void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
                     absl::Time received, const v1::LinkEvents& events) override;
-  // The RoCE netdev ↔ RDMA port map from the agents' info records.
+  // The RoCE netdev ↔ RDMA port map from the agents' info records; and, without a --topology
+  // file, the topology the fabric tells: the agents' InfiniBand subnet discovery (ib_node /
+  // ib_link records) when there is one, else their LLDP neighbours (lldp records).
   void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override;
+  // Where the detectors' topology comes from now: "file", "ib-discovery", "lldp" or "none".
+  std::string topology_source() const;
   // Another shard's incidents (shard_watch.h, cross-shard attribution): a watch's snapshot, then
   // each change. The next flush correlates with them.
   void ReplaceRemote(const std::string& shard, const std::vector<analysis::Incident>& incidents);
@@ -143,6 +149,11 @@ class AnalysisHost final : public IngestObserver {
   std::vector<std::vector<SlotHint>> hints_ ABSL_GUARDED_BY(mu_);  // by node number
   int64_t quiet_heartbeat_ns_ = 0;  // 0: every step is delivered
   absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
+  // The discovered topology (no --topology file): IB discovery wins over LLDP.
+  DiscoveredFabric discovered_{[](const std::string&) {}};  // main.cc's logs the changes
+  uint64_t discovered_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const analysis::Topology> discovered_topology_ ABSL_GUARDED_BY(mu_);
+  LldpTopologyFeed lldp_feed_ ABSL_GUARDED_BY(mu_);
 
   // Changes waiting for the listeners, oldest first. Lock order: mu_, then queue_mu_;
   // deliver_mu_ is taken before queue_mu_ and never with mu_ held.

@@ -4,8 +4,8 @@
 // analysis::Topology an ibnetdiscover file gives (TopologyFromInfoRecords), and logs what changed
 // between two graphs (links down or new, nodes gone or new).
 //
-// Not yet used by the detectors: AnalysisHost takes its Topology from --topology at start;
-// current() is what it would read. Thread-safe; OnInfo runs on the ingest threads and only
+// The aggregator's main.cc keeps one to log the changes; AnalysisHost keeps its own (silent) one
+// and, without a --topology file, gives the detectors current(). Thread-safe; OnInfo runs on the ingest threads and only
 // parses when a node sends ib_* records (info records are sent only when they change).
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_DISCOVERED_FABRIC_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_DISCOVERED_FABRIC_H_

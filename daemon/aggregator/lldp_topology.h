@@ -73,10 +73,8 @@ class LldpTopology {
   std::string lines_;
 };
 
-// What the running aggregator would hold to use it (not hooked in yet, docs/lldp.md): in
-// AnalysisHost::OnInfo, under the host's mutex and only when no --topology file was given,
-//   if (std::string line = lldp_feed_.OnInfo(node, defs, analysis_.get()); !line.empty())
-//     options_.log(line);
+// AnalysisHost holds one and feeds it from OnInfo, under its mutex, when no --topology file was
+// given and no InfiniBand subnet discovery arrived (docs/lldp.md).
 class LldpTopologyFeed {
  public:
   // Applies the node's info set. When a node's leaves changed, builds the new Topology, hands it

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -23,6 +24,7 @@
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/common/protocol.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/temp_dir.h"
 
 namespace ringside::daemon {
 namespace {
@@ -454,6 +456,60 @@ TEST(AnalysisHostEventTest, ConcurrentIngestThreadsDeliverInTheOrderChangesWereM
   }
   EXPECT_EQ(revision.size(), kIncidents);
   EXPECT_EQ(resolved.size(), kIncidents);
+}
+
+}  // namespace
+}  // namespace ringside::daemon
+
+namespace ringside::daemon {
+namespace {
+
+v1::SeriesDefs LldpDefs(const std::string& leaf, const std::string& port) {
+  v1::SeriesDefs d;
+  d.set_has_info(true);
+  v1::InfoRecord* nd = d.add_info();
+  nd->set_source("netdev");
+  nd->set_device("eth2");
+  (*nd->mutable_labels())["rdma_device"] = "mlx5_0";
+  (*nd->mutable_labels())["rdma_port"] = "1";
+  v1::InfoRecord* l = d.add_info();
+  l->set_source("lldp");
+  l->set_device("eth2");
+  (*l->mutable_labels())["chassis_name"] = leaf;
+  (*l->mutable_labels())["chassis_id"] = "0c:29:00:00:00:" + leaf.substr(leaf.size() - 2);
+  (*l->mutable_labels())["port_id"] = port;
+  (*l->mutable_labels())["port_descr"] = port;
+  return d;
+}
+
+// issue #16: with no --topology file the detectors take the topology the agents' LLDP neighbours
+// give; a file, when given, wins.
+TEST(AnalysisHostTopologyTest, LldpNeighboursGiveTheTopologyWhenNoFileIsGiven) {
+  AnalysisHostOptions ho;
+  ho.flush_interval = absl::Hours(1);
+  std::vector<std::string> logged;
+  ho.log = [&logged](const std::string& m) { logged.push_back(m); };
+  auto host = AnalysisHost::Start(ho);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ((*host)->topology_source(), "none");
+  (*host)->OnInfo("node-a", LldpDefs("leaf-01", "Ethernet1"));
+  (*host)->OnInfo("node-b", LldpDefs("leaf-01", "Ethernet2"));
+  (*host)->OnInfo("node-c", LldpDefs("leaf-02", "Ethernet1"));
+  EXPECT_EQ((*host)->topology_source(), "lldp");
+  bool said = false;
+  for (const std::string& m : logged) said = said || m.find("topology from LLDP") != std::string::npos;
+  EXPECT_TRUE(said) << "the topology change is logged";
+
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/topology.txt";
+  std::ofstream(file) << "node-a leaf-9\n";
+  AnalysisHostOptions fo;
+  fo.flush_interval = absl::Hours(1);
+  fo.topology_file = file;
+  auto with_file = AnalysisHost::Start(fo);
+  ASSERT_TRUE(with_file.ok()) << with_file.status();
+  (*with_file)->OnInfo("node-a", LldpDefs("leaf-01", "Ethernet1"));
+  EXPECT_EQ((*with_file)->topology_source(), "file");
 }
 
 }  // namespace
