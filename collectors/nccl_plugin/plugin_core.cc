@@ -33,6 +33,7 @@ constexpr uint64_t kNoKernelStart = ~uint64_t{0};
 constexpr int64_t kFinalizeFlushTimeoutNs = 2'000'000'000;
 constexpr int64_t kUnloadFlushTimeoutNs = 500'000'000;
 constexpr char kDefaultSocket[] = "/run/ringside/collectives.sock";
+constexpr char kCopyEngineAlgorithm[] = "CE";  // the algorithm of a v6 CeColl record
 
 struct Context {
   uint64_t tag = kTagContext;
@@ -201,6 +202,34 @@ Result StartColl(Context* ctx, void** handle, const nccl_abi::CollV4& c) noexcep
   return kSuccess;
 }
 
+// A v6 copy-engine collective: no kernel runs, so no KernelCh follows; NCCL stops it once the
+// copies are enqueued, which completes the record (enqueue time, bytes, no kernel times).
+Result StartCeColl(Context* ctx, void** handle, const nccl_abi::CeCollV6& c) noexcept {
+  CollEvent* e = g_colls.Alloc();
+  if (e == nullptr) {
+    g_shared.dropped.fetch_add(1, std::memory_order_relaxed);
+    return kSuccess;
+  }
+  ctx->refs.fetch_add(1, std::memory_order_relaxed);
+  e->ctx = ctx;
+  e->seq = c.seq_number;
+  const uint64_t bytes = static_cast<uint64_t>(c.count) * DatatypeSize(c.datatype);
+  e->bytes = bytes <= kMaxBytes && (c.count == 0 || bytes / c.count <= 8) ? bytes : 0;
+  e->channels = 0;
+  e->enqueue_ns = RealtimeNanos();
+  e->function.Set(c.func != nullptr && c.func[0] != '\0' ? c.func : "unknown");
+  e->algorithm.Set(kCopyEngineAlgorithm);
+  e->protocol.Set(c.sync_strategy);
+  e->channels_expected = 0;
+  e->channels_started.store(0, std::memory_order_relaxed);
+  e->kernel_start.store(kNoKernelStart, std::memory_order_relaxed);
+  e->kernel_stop.store(0, std::memory_order_relaxed);
+  e->refs.store(1, std::memory_order_relaxed);
+  e->tag.store(kTagColl, std::memory_order_release);
+  *handle = e;
+  return kSuccess;
+}
+
 Result StartKernelCh(void** handle, void* parent, const nccl_abi::KernelCh& k) noexcept {
   if (!IsColl(parent)) return kSuccess;  // a P2p or untracked parent
   CollEvent* e = static_cast<CollEvent*>(parent);
@@ -300,7 +329,8 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
           pod_problem);
   }
 
-  __atomic_store_n(mask, kActivationMask, __ATOMIC_RELAXED);
+  __atomic_store_n(mask, abi_version >= 6 ? kActivationMaskV6 : kActivationMask,
+                   __ATOMIC_RELAXED);
   if (logfn != nullptr) {
     logfn(nccl_abi::kLogInfo, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__,
           "ringside: NCCL profiler v%d, comm %016llx \"%s\" rank %d/%d (%d nodes), job \"%s\", "
@@ -328,6 +358,9 @@ Result PluginStartEvent(void* context, void** handle, const EventView& ev) noexc
       return StartColl(ctx, handle, *ev.coll);
     case nccl_abi::kEventKernelCh:
       return StartKernelCh(handle, ev.parent_obj, *ev.kernel_ch);
+    case nccl_abi::kEventCeColl:
+      if (ev.ce_coll == nullptr) return kSuccess;  // not a v6+ descriptor
+      return StartCeColl(ctx, handle, *ev.ce_coll);
     default:
       return kSuccess;  // P2p, proxy, API and other events: not recorded
   }

@@ -10,8 +10,9 @@
 //   KernelCh start            a channel event with the GPU start time (pTimer)
 //   KernelCh state 22         the GPU stop time
 //   KernelCh stop             folds start/stop into the Coll (earliest start, latest stop) and
-//   drops
-//                             a reference
+//                             drops a reference
+//   CeColl start (v6+)        like a Coll without channels: algorithm "CE", protocol the sync
+//                             strategy ("MC"/"UC"), no kernel times; its stop completes it
 // The thread that drops the last reference (whichever it is) encodes the record into the ring.
 // Nothing here blocks, allocates, throws or makes a system call; a full ring or an empty pool
 // drops the record and counts it.
@@ -30,6 +31,7 @@ struct EventView {
   void* parent_obj;
   const nccl_abi::CollV4* coll;         // valid when type == kEventColl
   const nccl_abi::KernelCh* kernel_ch;  // valid when type == kEventKernelCh
+  const nccl_abi::CeCollV6* ce_coll;    // v6+, valid when type == kEventCeColl; else NULL
 };
 
 nccl_abi::Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
@@ -44,6 +46,10 @@ nccl_abi::Result PluginFinalize(void* context) noexcept;
 // The activation mask the plugin asks for: Coll and KernelCh (NCCL adds their Group parents).
 inline constexpr int kActivationMask =
     static_cast<int>(nccl_abi::kEventColl | nccl_abi::kEventKernelCh);
+// From v6 on, also CeColl: NCCL runs some collectives on the copy engines instead of a kernel and
+// reports them only as CeColl, only while a CE bit is in the mask (never as Coll/KernelCh).
+inline constexpr int kActivationMaskV6 =
+    kActivationMask | static_cast<int>(nccl_abi::kEventCeColl);
 
 }  // namespace ringside::collectors
 

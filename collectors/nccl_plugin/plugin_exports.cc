@@ -1,7 +1,9 @@
-// The four function tables NCCL looks up with dlsym ("ncclProfiler_v7" … "_v4", newest first):
-// global data objects with C linkage, default visibility and static initialisation. They are the
-// only symbols libringside_nccl.so exports (exports.map). Each version's functions adapt its
-// descriptor (type width) and init argument order to plugin_core.h.
+// The three function tables NCCL looks up with dlsym (newest first: NCCL 2.29/2.30 try "_v6",
+// 2.28 "_v5", 2.27 "_v4", then the older ones we do not export): global data objects with C
+// linkage, default visibility and static initialisation. They are the only symbols
+// libringside_nccl.so exports (exports.map). Each version's functions adapt its descriptor (type
+// width, the v6 copy-engine member) and init argument order to plugin_core.h. Only versions of
+// released NCCL are exported (profiler_abi.h says why there is no v7).
 #include "collectors/nccl_plugin/plugin_core.h"
 #include "collectors/nccl_plugin/profiler_abi.h"
 
@@ -23,6 +25,11 @@ abi::Result InitV5Plus(void** context, uint64_t comm_id, int* mask, const char* 
   return PluginInit(kVersion, context, comm_id, mask, comm_name, n_nodes, nranks, rank, logfn);
 }
 
+// The copy-engine member exists from v6 on.
+inline const abi::CeCollV6* CeColl(const abi::EventDescrV4&) { return nullptr; }
+inline const abi::CeCollV6* CeColl(const abi::EventDescrV5&) { return nullptr; }
+inline const abi::CeCollV6* CeColl(const abi::EventDescrV6& d) { return &d.ce_coll; }
+
 template <typename Descr>
 abi::Result StartEvent(void* context, void** handle, Descr* descr) noexcept {
   if (descr == nullptr) {
@@ -31,7 +38,7 @@ abi::Result StartEvent(void* context, void** handle, Descr* descr) noexcept {
   }
   // v4 has a uint8_t type, v5+ a uint64_t: the member's own type reads the right width.
   EventView view{static_cast<uint64_t>(descr->type), descr->parent_obj,
-                 &abi::CollPrefix(descr->coll), &descr->kernel_ch};
+                 &abi::CollPrefix(descr->coll), &descr->kernel_ch, CeColl(*descr)};
   return PluginStartEvent(context, handle, view);
 }
 
@@ -62,11 +69,6 @@ __attribute__((visibility("default"))) rc::nccl_abi::ProfilerV5 ncclProfiler_v5 
 
 __attribute__((visibility("default"))) rc::nccl_abi::ProfilerV6 ncclProfiler_v6 = {
     rc::kPluginName, &rc::InitV5Plus<6>,    &rc::StartEvent<rc::nccl_abi::EventDescrV6>,
-    &rc::StopEvent,  &rc::RecordEventState, &rc::Finalize,
-};
-
-__attribute__((visibility("default"))) rc::nccl_abi::ProfilerV7 ncclProfiler_v7 = {
-    rc::kPluginName, &rc::InitV5Plus<7>,    &rc::StartEvent<rc::nccl_abi::EventDescrV7>,
     &rc::StopEvent,  &rc::RecordEventState, &rc::Finalize,
 };
 

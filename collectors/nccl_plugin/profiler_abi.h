@@ -1,15 +1,23 @@
-// Our own declarations of the NCCL profiler plugin ABI, versions 4 to 7, written from
+// Our own declarations of the NCCL profiler plugin ABI, versions 4 to 6, written from
 // ../shared/reference/nccl-profiler-abi.md (no NVIDIA header is used). Only what ringside reads is
 // declared member by member; every layout is pinned with static_asserts on LP64 offsets and sizes,
-// so a wrong declaration fails to compile instead of corrupting a training process.
+// so a wrong declaration fails to compile instead of corrupting a training process
+// (tests/collectors/nccl_profiler_abi_test.cc checks the same offsets at run time).
+//
+// Only versions that released NCCL ships are declared: profiler_v4.h (2.27), v5 (2.28), v6 (2.29,
+// 2.30; the newest in the release tags up to v2.30.7-1). There is no v7 here on purpose: the v7
+// layouts in circulation differ (NVIDIA's 2.31 source, ROCm's, an unmerged NVIDIA pull request),
+// and NCCL binds the newest table a plugin exports, so a guessed v7 would be read with another
+// layout. A NCCL that knows v7 binds our v6 through its adapter.
 //
 // What differs between the versions we export:
 //   - descriptor `type`: uint8_t in v4, uint64_t from v5 on;
 //   - init argument order: v4 (ctx, mask*, commName, commHash, ...) versus v5+ (ctx, commId, mask*,
 //     commName, ...);
-//   - the Coll union member grows: v5 adds parentGroup, v7 adds kernelVariant, isSymColl, userTag.
+//   - v5 adds parentGroup to Coll and P2p; v6 adds the copy-engine events (CeColl, CeSync,
+//     CeBatch) as new union members, every v5 offset unchanged.
 // The Coll fields ringside reads (seqNumber .. proto) and the KernelCh fields sit at the same
-// offsets in all four versions.
+// offsets in all three versions.
 #ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_PROFILER_ABI_H_
 #define RINGSIDE_COLLECTORS_NCCL_PLUGIN_PROFILER_ABI_H_
 
@@ -42,7 +50,9 @@ inline constexpr uint64_t kEventGroupApi = 1u << 8;
 inline constexpr uint64_t kEventCollApi = 1u << 9;
 inline constexpr uint64_t kEventP2pApi = 1u << 10;
 inline constexpr uint64_t kEventKernelLaunch = 1u << 11;
-inline constexpr uint64_t kEventKernelPhase = 1u << 15;
+inline constexpr uint64_t kEventCeColl = 1u << 12;   // v6+
+inline constexpr uint64_t kEventCeSync = 1u << 13;   // v6+
+inline constexpr uint64_t kEventCeBatch = 1u << 14;  // v6+
 
 // ncclProfilerEventState_t is an int-sized enum; the one state ringside reads:
 inline constexpr int kStateKernelChStop = 22;  // eStateArgs->pTimer = GPU stop time (ns)
@@ -50,7 +60,7 @@ inline constexpr int kStateKernelChStop = 22;  // eStateArgs->pTimer = GPU stop 
 // --- Union members -------------------------------------------------------------------------------
 // Offsets below are from the start of the member; the member starts at descriptor offset 24.
 
-// The Coll prefix shared by v4..v7.
+// The Coll prefix shared by v4..v6.
 struct CollV4 {
   uint64_t seq_number;    // 0  (descriptor 24)
   const char* func;       // 8  (32)
@@ -68,19 +78,10 @@ struct CollV5 {
   CollV4 v4;           // 0..79
   void* parent_group;  // 80 (104)
 };
-using CollV6 = CollV5;
-struct CollV7 {
-  CollV4 v4;                   // 0..79
-  void* parent_group;          // 80 (104)
-  const char* kernel_variant;  // 88 (112)
-  bool is_sym_coll;            // 96 (120)
-  uint64_t user_tag;           // 104 (128)
-};
 
 // The v4 prefix of any version's Coll member.
 inline const CollV4& CollPrefix(const CollV4& c) { return c; }
 inline const CollV4& CollPrefix(const CollV5& c) { return c.v4; }
-inline const CollV4& CollPrefix(const CollV7& c) { return c.v4; }
 
 struct P2pV4 {
   const char* func;      // 0 (24)
@@ -89,6 +90,29 @@ struct P2pV4 {
   size_t count;          // 24 (48)
   int peer;              // 32 (56)
   uint8_t n_channels;    // 36 (60)
+};
+struct P2pV5 {
+  P2pV4 v4;            // 0..39
+  void* parent_group;  // 40 (64)
+};
+
+// v6 copy-engine collective (ncclProfileCeColl): no kernel, so no KernelCh children. The fields up
+// to datatype sit where Coll has them; ceSeqNum is the communicator's copy-engine counter, which is
+// not the kernel path's Coll seqNumber counter.
+struct CeCollV6 {
+  uint64_t seq_number;        // 0  (24)
+  const char* func;           // 8  (32)
+  const void* send_buff;      // 16 (40)
+  void* recv_buff;            // 24 (48)
+  size_t count;               // 32 (56)
+  int root;                   // 40 (64)
+  const char* datatype;       // 48 (72)
+  const char* sync_strategy;  // 56 (80): "MC" (multicast) or "UC"
+  bool intra_batch_sync;      // 64 (88)
+  uint32_t batch_size;        // 68 (92)
+  uint32_t num_batches;       // 72 (96)
+  uint32_t ce_seq_num;        // 76 (100)
+  void* stream;               // 80 (104)
 };
 
 struct KernelCh {
@@ -109,27 +133,35 @@ struct EventDescrV4 {
   };  // 24
 };
 
-template <typename Coll>
-struct EventDescrV5Plus {
+struct EventDescrV5 {
   uint64_t type;     // 0
   void* parent_obj;  // 8
   int rank;          // 16
   union {
-    Coll coll;
-    P2pV4 p2p;  // v5+ P2p has parentGroup at 40 and v7 userTag at 48: smaller than Coll
+    CollV5 coll;
+    P2pV5 p2p;
     KernelCh kernel_ch;
   };  // 24
 };
-using EventDescrV5 = EventDescrV5Plus<CollV5>;
-using EventDescrV6 = EventDescrV5Plus<CollV6>;
-using EventDescrV7 = EventDescrV5Plus<CollV7>;
 
-// The state-argument union (v4..v7): 8 bytes, every member at offset 0.
+struct EventDescrV6 {
+  uint64_t type;     // 0
+  void* parent_obj;  // 8
+  int rank;          // 16
+  union {
+    CollV5 coll;  // unchanged from v5
+    P2pV5 p2p;
+    KernelCh kernel_ch;
+    CeCollV6 ce_coll;
+  };  // 24
+};
+
+// The state-argument union (v4..v6): 8 bytes, every member at offset 0.
 union StateArgs {
   size_t trans_size;           // ProxyStep
   int appended_proxy_ops;      // ProxyCtrl
   void* net_plugin_data;       // NetPlugin
-  uint64_t kernel_ch_p_timer;  // KernelCh / KernelPhase stop (states 22, 31)
+  uint64_t kernel_ch_p_timer;  // KernelCh stop (state 22)
 };
 
 // --- Function tables (6 pointers, 48 bytes) ------------------------------------------------------
@@ -157,12 +189,13 @@ struct ProfilerV5Plus {
 };
 using ProfilerV5 = ProfilerV5Plus<EventDescrV5>;
 using ProfilerV6 = ProfilerV5Plus<EventDescrV6>;
-using ProfilerV7 = ProfilerV5Plus<EventDescrV7>;
 
 // --- Layout checks (LP64: x86-64 and aarch64 Linux) ----------------------------------------------
 
 static_assert(sizeof(void*) == 8, "the NCCL profiler ABI is declared for LP64 only");
-static_assert(sizeof(CollV4) == 80 && sizeof(CollV5) == 88 && sizeof(CollV7) == 112);
+static_assert(sizeof(CollV4) == 80 && sizeof(CollV5) == 88);
+static_assert(sizeof(P2pV4) == 40 && sizeof(P2pV5) == 48);
+static_assert(sizeof(CeCollV6) == 88 && sizeof(KernelCh) == 16);
 static_assert(offsetof(EventDescrV4, type) == 0);
 static_assert(offsetof(EventDescrV4, parent_obj) == 8);
 static_assert(offsetof(EventDescrV4, rank) == 16);
@@ -179,22 +212,33 @@ static_assert(offsetof(CollV4, n_warps) == 57);
 static_assert(offsetof(CollV4, algo) == 64);
 static_assert(offsetof(CollV4, proto) == 72);
 static_assert(offsetof(CollV5, parent_group) == 80);
-static_assert(offsetof(CollV7, parent_group) == 80);
-static_assert(offsetof(CollV7, kernel_variant) == 88);
-static_assert(offsetof(CollV7, is_sym_coll) == 96);
-static_assert(offsetof(CollV7, user_tag) == 104);
+static_assert(offsetof(P2pV4, func) == 0);
+static_assert(offsetof(P2pV4, buff) == 8);
+static_assert(offsetof(P2pV4, datatype) == 16);
+static_assert(offsetof(P2pV4, count) == 24);
+static_assert(offsetof(P2pV4, peer) == 32);
 static_assert(offsetof(P2pV4, n_channels) == 36);
+static_assert(offsetof(P2pV5, parent_group) == 40);
 static_assert(offsetof(KernelCh, channel_id) == 0);
 static_assert(offsetof(KernelCh, p_timer) == 8);
+static_assert(offsetof(CeCollV6, seq_number) == 0);
+static_assert(offsetof(CeCollV6, datatype) == 48);
+static_assert(offsetof(CeCollV6, sync_strategy) == 56);
+static_assert(offsetof(CeCollV6, intra_batch_sync) == 64);
+static_assert(offsetof(CeCollV6, batch_size) == 68);
+static_assert(offsetof(CeCollV6, num_batches) == 72);
+static_assert(offsetof(CeCollV6, ce_seq_num) == 76);
+static_assert(offsetof(CeCollV6, stream) == 80);
 static_assert(sizeof(EventDescrV4) == 104);
-static_assert(offsetof(EventDescrV5, coll) == 24);
+static_assert(offsetof(EventDescrV5, type) == 0 && offsetof(EventDescrV5, parent_obj) == 8 &&
+              offsetof(EventDescrV5, rank) == 16 && offsetof(EventDescrV5, coll) == 24);
 static_assert(sizeof(EventDescrV5) == 112);
+static_assert(offsetof(EventDescrV6, coll) == 24 && offsetof(EventDescrV6, ce_coll) == 24);
 static_assert(sizeof(EventDescrV6) == 112);
-static_assert(sizeof(EventDescrV7) == 136);
-static_assert(offsetof(EventDescrV7, coll) + offsetof(CollV7, user_tag) == 128);
 static_assert(sizeof(StateArgs) == 8);
 static_assert(sizeof(ProfilerV4) == 48 && alignof(ProfilerV4) == 8);
 static_assert(sizeof(ProfilerV5) == 48 && offsetof(ProfilerV5, finalize) == 40);
+static_assert(sizeof(ProfilerV6) == 48 && offsetof(ProfilerV6, finalize) == 40);
 
 }  // namespace ringside::collectors::nccl_abi
 
