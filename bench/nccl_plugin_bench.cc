@@ -1,7 +1,7 @@
 // ringside-nccl-plugin-bench: the cost of libringside_nccl.so on the thread that calls it.
 //
-// It loads the built plugin with dlopen and calls it through ncclProfiler_v7 as NCCL does, on 1
-// thread and on 8 threads at once (each thread its own communicator, as with one GPU per thread):
+// It loads the built plugin with dlopen and calls it through ncclProfiler_v6 (the newest table it
+// exports) as NCCL does, on 1 thread and on 8 threads at once (each thread its own communicator, as with one GPU per thread):
 //   pair        startEvent(Coll) + stopEvent(Coll) with nChannels = 0: the Coll completes at its
 //               stop, so each pair also encodes its record into the ring (everything the
 //               application thread pays per collective);
@@ -77,9 +77,9 @@ int64_t Nanos(clockid_t clock) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// v7 descriptors, zero-filled, laid out from the reference's offsets.
+// v6 descriptors (112 bytes), zero-filled, laid out from the reference's offsets.
 struct Descr {
-  alignas(8) unsigned char b[136] = {};
+  alignas(8) unsigned char b[112] = {};
   template <typename T>
   void Put(size_t off, T v) {
     std::memcpy(b + off, &v, sizeof(v));
@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dlopen: %s\n", dlerror());
     return 1;
   }
-  std::memcpy(&g_table, dlsym(lib, "ncclProfiler_v7"), sizeof(g_table));
+  std::memcpy(&g_table, dlsym(lib, "ncclProfiler_v6"), sizeof(g_table));
 
   std::printf("plugin %s, agent stand-in %s, best of %d runs\n",
               absl::GetFlag(FLAGS_plugin).c_str(), absl::GetFlag(FLAGS_agent).c_str(),

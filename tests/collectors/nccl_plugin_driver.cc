@@ -8,7 +8,7 @@
 // byte by byte from the offsets in ../shared/reference/nccl-profiler-abi.md, so a wrong declaration
 // in the plugin shows up as wrong records.
 //
-//   nccl_plugin_driver --plugin=PATH --version=4|5|6|7 --mode=plan|count|fork|weird|straggler
+//   nccl_plugin_driver --plugin=PATH --version=4|5|6 --mode=plan|count|fork|weird|straggler|ce
 //       [--rank=R --nranks=N --collectives=K] [--socket=PATH] [--env=NAME=VALUE ...]
 //       [--wait-file=PATH] [--seccomp] [--late-rank=L --t0=UNIX_NS]
 //
@@ -61,7 +61,7 @@ using StateFn = int (*)(void*, int, void*);
 using FinalizeFn = int (*)(void*);
 
 constexpr uint64_t kGroup = 1 << 0, kColl = 1 << 1, kP2p = 1 << 2, kProxyCtrl = 1 << 5,
-                   kKernelCh = 1 << 6, kCollApi = 1 << 9;
+                   kKernelCh = 1 << 6, kCollApi = 1 << 9, kCeColl = 1 << 12;
 constexpr int kKernelChStop = 22;
 
 struct Table {
@@ -96,10 +96,9 @@ void NcclLog(int level, unsigned long flags, const char* file, int line, const c
   std::fprintf(stderr, "NCCL %s flags=%lu %s\n", level == 2 ? "WARN" : "INFO", flags, buf);
 }
 
-// A zero-filled descriptor, as NCCL builds it on its stack (104 bytes in v4, 112 in v5/v6, 136 in
-// v7; the largest is used for all).
+// A zero-filled descriptor, as NCCL builds it on its stack (104 bytes in v4, 112 in v5/v6).
 struct Descr {
-  alignas(8) unsigned char bytes[136] = {};
+  alignas(8) unsigned char bytes[112] = {};
   template <typename T>
   void Put(size_t off, T v) {
     std::memcpy(bytes + off, &v, sizeof(v));
@@ -129,7 +128,7 @@ void* StartGroup(void* ctx) {
   return h;
 }
 
-void* StartColl(void* ctx, void* group, int rank, const plan::CollSpec& c, uint64_t user_tag) {
+void* StartColl(void* ctx, void* group, int rank, const plan::CollSpec& c) {
   Descr d;
   // v4: parentObj is the Group. v5+: parentObj is the CollApi event (NULL: not enabled) and
   // parentGroup the Group.
@@ -146,11 +145,6 @@ void* StartColl(void* ctx, void* group, int rank, const plan::CollSpec& c, uint6
   d.Put<const char*>(88, c.algo);
   d.Put<const char*>(96, c.proto);
   if (g_version >= 5) d.Put<void*>(104, group);
-  if (g_version >= 7) {
-    d.Put<const char*>(112, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
-    d.Put<bool>(120, false);
-    d.Put<uint64_t>(128, user_tag);
-  }
   return Start(ctx, d);
 }
 
@@ -264,7 +258,8 @@ class ProfilerThread {
 int RunPlan(int rank, int nranks, int collectives) {
   void* ctx[plan::kComms];
   for (int c = 0; c < plan::kComms; ++c) ctx[c] = Init(plan::Comm(c, rank, nranks), nranks / 2);
-  Check(g_mask == static_cast<int>(kColl | kKernelCh), "activation mask is not Coll|KernelCh");
+  Check(g_mask == static_cast<int>(g_version >= 6 ? kColl | kKernelCh | kCeColl : kColl | kKernelCh),
+        "activation mask is not Coll|KernelCh (|CeColl from v6 on)");
   ProfilerThread profiler;
   for (int i = 0; i < collectives; ++i) {
     for (int c = 0; c < plan::kComms; ++c) {
@@ -272,7 +267,7 @@ int RunPlan(int rank, int nranks, int collectives) {
       const plan::CollSpec spec = plan::Coll(c, i, rank);
       const int64_t before = Now();
       void* group = StartGroup(ctx[c]);
-      void* coll = StartColl(ctx[c], group, comm.rank, spec, 1000 + i);
+      void* coll = StartColl(ctx[c], group, comm.rank, spec);
       Check(coll != nullptr, "Coll handle is NULL");
       if (i % 5 == 0) {
         // A send in the same plan: not recorded, and must not disturb the collective.
@@ -318,7 +313,7 @@ int64_t OneCollective(void* ctx, uint64_t seq) {
   spec.channels = 2;
   const int64_t t0 = Now();
   void* group = StartGroup(ctx);
-  void* coll = StartColl(ctx, group, 0, spec, 0);
+  void* coll = StartColl(ctx, group, 0, spec);
   g_table.stop(coll);
   g_table.stop(group);
   for (int ch = 0; ch < 2; ++ch) {
@@ -413,7 +408,7 @@ int RunWeird() {
   c.count = ~size_t{0} / 2;
   c.datatype = "ncclMystery";
   c.channels = 0;
-  void* coll = StartColl(ctx, StartGroup(ctx), 1, c, 0);
+  void* coll = StartColl(ctx, StartGroup(ctx), 1, c);
   g_table.stop(coll);
   // A control character and invalid UTF-8 in the strings; a KernelCh without a stop state; a
   // KernelCh with a zero timer; one KernelCh more than announced.
@@ -424,7 +419,7 @@ int RunWeird() {
   c.algo = "RING\t";
   c.proto = nullptr;
   c.channels = 2;
-  coll = StartColl(ctx, nullptr, 1, c, 0);
+  coll = StartColl(ctx, nullptr, 1, c);
   g_table.stop(coll);
   void* k0 = StartKernelCh(ctx, coll, 0, 0);
   void* k1 = StartKernelCh(ctx, coll, 1, 1'700'000'000'000'000'000ull);
@@ -445,6 +440,28 @@ int RunWeird() {
   return 0;
 }
 
+// A v6 copy-engine collective (ncclProfileCeColl), laid out from the reference's v6 offsets; NCCL
+// starts it before enqueuing the copies and stops it after. It has no KernelCh children. Prints the
+// handle it got ("ce_handle 0|1").
+int RunCopyEngine() {
+  void* ctx = Init(plan::Comm(0, 2, 4), 1);
+  Descr d;
+  d.Header(kCeColl, nullptr, 2);
+  d.Put<uint64_t>(24, 7);                      // seqNumber
+  d.Put<const char*>(32, "AllGather");         // func
+  d.Put<size_t>(56, 1000);                     // count
+  d.Put<int>(64, 0);                           // root
+  d.Put<const char*>(72, "ncclFloat32");       // datatype
+  d.Put<const char*>(80, "MC");                // syncStrategy
+  d.Put<uint32_t>(100, 7);                     // ceSeqNum
+  d.Put<void*>(104, reinterpret_cast<void*>(0x5));  // stream
+  void* h = Start(ctx, d);
+  std::printf("ce_handle %d\n", h != nullptr ? 1 : 0);
+  g_table.stop(h);
+  Finalize(ctx);
+  return 0;
+}
+
 int RunStraggler(int rank, int nranks, int collectives, int late, int64_t t0) {
   const plan::CommSpec comm = {0x7171000000000001ull, "world", nranks, rank};
   void* ctx = Init(comm, nranks);
@@ -461,7 +478,7 @@ int RunStraggler(int rank, int nranks, int collectives, int late, int64_t t0) {
     const uint64_t start =
         rank == late ? step + 4'000'000ull : step + static_cast<uint64_t>(rank) * 10'000ull;
     void* group = StartGroup(ctx);
-    void* coll = StartColl(ctx, group, rank, spec, 0);
+    void* coll = StartColl(ctx, group, rank, spec);
     Check(g_table.stop(coll) == 0, "stopEvent(Coll)");
     Check(g_table.stop(group) == 0, "stopEvent(Group)");
     void* h = StartKernelCh(ctx, coll, 0, start);
@@ -530,6 +547,8 @@ int main(int argc, char** argv) {
     rc = RunCount(collectives, Flag(argc, argv, "--wait-file"), seccomp);
   } else if (mode == "fork") {
     rc = RunFork();
+  } else if (mode == "ce") {
+    rc = RunCopyEngine();
   } else if (mode == "weird") {
     rc = RunWeird();
   } else if (mode == "straggler") {
