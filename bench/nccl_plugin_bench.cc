@@ -1,7 +1,8 @@
 // ringside-nccl-plugin-bench: the cost of libringside_nccl.so on the thread that calls it.
 //
 // It loads the built plugin with dlopen and calls it through ncclProfiler_v6 (the newest table it
-// exports) as NCCL does, on 1 thread and on 8 threads at once (each thread its own communicator, as with one GPU per thread):
+// exports) as NCCL does, on 1 thread and on 8 threads at once (each thread its own communicator,
+// as with one GPU per thread):
 //   pair        startEvent(Coll) + stopEvent(Coll) with nChannels = 0: the Coll completes at its
 //               stop, so each pair also encodes its record into the ring (everything the
 //               application thread pays per collective);
