@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "collectors/nccl_plugin/cuda_device.h"
 #include "collectors/nccl_plugin/event_pool.h"
 #include "collectors/nccl_plugin/identity.h"
 #include "collectors/nccl_plugin/plugin_state.h"
@@ -43,6 +44,10 @@ struct Context {
   uint64_t comm_id = 0;
   uint32_t rank = 0;
   uint32_t nranks = 0;
+  // The communicator's GPU as the process numbers it (CurrentCudaDevice at init), -1 when no CUDA
+  // library answered: then the rank is what tells this process's GPUs apart. Not in the record
+  // yet (docs/collective-record.md, "GPU identity").
+  int cuda_device = -1;
   FixedString<kCommNameSize> comm_name;
   FixedString<kJobIdSize> job_id;
 };
@@ -299,6 +304,8 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
   ctx->nranks = static_cast<uint32_t>(nranks);
   ctx->comm_name.Set(comm_name);
   ResolveJobId(comm_name, comm_id, &ctx->job_id);
+  const CudaDevice device = CurrentCudaDevice();  // before any lock: it takes the loader's
+  ctx->cuda_device = device.ordinal;
 
   const char* pod_problem = nullptr;
   pthread_mutex_lock(&g_init_mu);
@@ -333,10 +340,11 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
                    __ATOMIC_RELAXED);
   if (logfn != nullptr) {
     logfn(nccl_abi::kLogInfo, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__,
-          "ringside: NCCL profiler v%d, comm %016llx \"%s\" rank %d/%d (%d nodes), job \"%s\", "
-          "pod %s%s%s, records to %s%s",
+          "ringside: NCCL profiler v%d, comm %016llx \"%s\" rank %d/%d (%d nodes), cuda device "
+          "%d (%s), job \"%s\", pod %s%s%s, records to %s%s",
           abi_version, static_cast<unsigned long long>(comm_id), ctx->comm_name.c_str(), rank,
-          nranks, n_nodes, ctx->job_id.c_str(),
+          nranks, n_nodes, ctx->cuda_device, CudaDeviceSourceName(device.source),
+          ctx->job_id.c_str(),
           pod.empty() ? "-" : pod_namespace.c_str(), pod.empty() ? "" : "/", pod.c_str(),
           socket[0] != '\0' ? socket : "(path too long)",
           sending ? "" : " (no sender thread: records are dropped)");

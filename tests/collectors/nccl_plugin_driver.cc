@@ -10,6 +10,7 @@
 //
 //   nccl_plugin_driver --plugin=PATH --version=4|5|6 --mode=plan|count|fork|weird|straggler|ce
 //       [--rank=R --nranks=N --collectives=K] [--socket=PATH] [--env=NAME=VALUE ...]
+//       [--preload-local=PATH] [--preload-global=PATH]
 //       [--wait-file=PATH] [--seccomp] [--late-rank=L --t0=UNIX_NS]
 //
 // plan:  2 communicators × K collectives from nccl_driver_plan.h.
@@ -524,6 +525,18 @@ int main(int argc, char** argv) {
   if (seccomp) ringside::testing::SyscallTrap::InstallHandler();
   setvbuf(stdout, nullptr, _IOLBF, 0);
 
+  // Libraries the "application" loaded before NCCL (a fake CUDA runtime or driver):
+  // --preload-local=PATH as a Python extension's dependency would be (RTLD_LOCAL),
+  // --preload-global=PATH into the global scope.
+  for (const char* flag : {"--preload-local", "--preload-global"}) {
+    const std::string pre = Flag(argc, argv, flag);
+    if (pre.empty()) continue;
+    const int scope = std::strcmp(flag, "--preload-global") == 0 ? RTLD_GLOBAL : RTLD_LOCAL;
+    if (dlopen(pre.c_str(), RTLD_NOW | scope) == nullptr) {
+      std::fprintf(stderr, "driver: dlopen %s: %s\n", pre.c_str(), dlerror());
+      return 2;
+    }
+  }
   const std::string path = Flag(argc, argv, "--plugin");
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {

@@ -669,6 +669,35 @@ TEST_F(NcclPluginTest, AnAgentThatSpeaksOnlyVersionOneGetsEveryRecordInVersionOn
   EXPECT_EQ(old.garbage(), 0u);
 }
 
+// The plugin learns the communicator's GPU at init from the CUDA library the application already
+// loaded (never loading one): a fake libcudart.so.12 / libcuda.so.1 reports FAKE_CUDA_DEVICE.
+TEST_F(NcclPluginTest, InitFindsTheCudaDeviceInTheAlreadyLoadedCudaLibrary) {
+  StartListener();
+  struct Case {
+    std::vector<std::string> extra;
+    std::string log;
+  };
+  const std::vector<Case> cases = {
+      {{}, "cuda device -1 (none)"},  // no CUDA library loaded: the rank must tell GPUs apart
+      {{absl::StrCat("--preload-local=", FAKE_CUDART_PATH), "--env=FAKE_CUDA_DEVICE=3"},
+       "cuda device 3 (cudaGetDevice)"},  // a libcudart private to a Python extension
+      {{absl::StrCat("--preload-global=", FAKE_CUDART_PATH), "--env=FAKE_CUDA_DEVICE=5"},
+       "cuda device 5 (cudaGetDevice)"},  // in the global scope
+      {{absl::StrCat("--preload-local=", FAKE_CUDA_DRIVER_PATH), "--env=FAKE_CUDA_DEVICE=2"},
+       "cuda device 2 (cuCtxGetDevice)"},  // only the driver (NCCL with a static runtime)
+      {{absl::StrCat("--preload-local=", FAKE_CUDART_PATH)}, "cuda device -1 (none)"},  // fails
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    std::vector<std::string> args = DriverArgs(6, "plan");
+    args.push_back("--collectives=1");
+    args.push_back("--nranks=2");
+    for (const std::string& e : cases[k].extra) args.push_back(e);
+    Process p(args, tmp_.path());
+    ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << "case " << k << ":\n" << p.Stderr();
+    EXPECT_TRUE(absl::StrContains(p.Stderr(), cases[k].log)) << "case " << k << ":\n" << p.Stderr();
+  }
+}
+
 TEST(NcclPluginLibraryTest, ExportsOnlyTheProfilerTables) {
   testing::RunResult nm = testing::Run({"nm", "-D", "--defined-only", NCCL_PLUGIN_PATH});
   ASSERT_EQ(nm.exit_code, 0) << nm.err;
