@@ -31,12 +31,13 @@ spawned, for netdevs: so ringside's netlink delay includes that process's start-
 15s/15s is enrolled in the first --slow-faults faults of each held class only (it needs ~15-30 s
 each). Every wait is bounded. Needs root (ip netns).
 
-  bench/ttd_bench.py [--build=build] [--faults=4] [--flaps=3] [--slow-faults=2] [--no-prom15]
+  bench/ttd_bench.py [--build=build] [--faults=6] [--flaps=4] [--slow-faults=2] [--no-prom15]
 """
 import argparse
 import datetime
 import http.server
 import json
+import random
 import os
 import shutil
 import socket
@@ -101,6 +102,15 @@ class Receiver:
                         and entity in (labels.get("device"), labels.get("netdev"))):
                     return t
         return None
+
+    def first_resolved(self, source, entity, since):
+        """Whether the first alert about entity after since arrived resolved (a lost page)."""
+        with self.lock:
+            for t, s, labels, firing in self.alerts:
+                if (t >= since and s == source
+                        and entity in (labels.get("device"), labels.get("netdev"))):
+                    return not firing
+        return False
 
     def firing_before(self, source, entity, since):
         """A firing alert about entity that arrived before the fault: a false or stale alarm."""
@@ -254,7 +264,9 @@ def ip(*args):
     subprocess.run(["ip"] + list(args), check=True)
 
 
-def run_fault(recv, cls, entity, inject, restore, enrolled, hold_timeout, settle):
+def run_fault(recv, cls, entity, inject, restore, enrolled, hold_timeout, settle, jitter):
+    # A random phase against every system's sampling and evaluation ticks.
+    time.sleep(jitter.uniform(0.0, jitter.span))
     for s in enrolled:
         if recv.firing_before(s, entity, time.time()):
             print("  note: %s had a firing alert about %s before the fault" % (s, entity))
@@ -280,7 +292,8 @@ def run_fault(recv, cls, entity, inject, restore, enrolled, hold_timeout, settle
                 if t is not None:
                     got[s] = t - t0
         time.sleep(0.01)
-    row = {"class": cls, "entity": entity, "delays": {s: got.get(s) for s in enrolled}}
+    row = {"class": cls, "entity": entity, "delays": {s: got.get(s) for s in enrolled},
+           "resolved_first": [s for s in enrolled if recv.first_resolved(s, entity, t0)]}
     print("  %-15s %-8s %s" % (cls, entity, "  ".join(
         "%s=%s" % (s, "%.3fs" % got[s] if s in got else "MISSED") for s in enrolled)), flush=True)
     return row
@@ -344,6 +357,8 @@ def inside(a):
                 sys.exit("a child exited early; see the logs in %s" % work)
 
         fast = RS + ["prom-1s"]
+        jitter = random.Random(a.seed)
+        jitter.span = a.jitter
         rows = []
         ib = ["mlx5_%d" % i for i in range(8)]  # the tree's InfiniBand HCAs (mlx5_8/9 are RoCE)
         n_ib = min(a.faults, 4)
@@ -353,7 +368,7 @@ def inside(a):
             rows.append(run_fault(
                 recv, "netdev_down", dev, lambda d=dev: ip("link", "set", "dev", d, "down"),
                 lambda d=dev: ip("link", "set", "dev", d, "up"), enrolled,
-                a.slow_hold if "prom-15s" in enrolled else a.hold, 0.0))
+                a.slow_hold if "prom-15s" in enrolled else a.hold, 0.0, jitter))
             time.sleep(a.gap)
         for i in range(a.flaps):
             dev = "tvA%d" % (a.faults + i)
@@ -362,7 +377,7 @@ def inside(a):
                 ip("link", "set", "dev", d, "down")
                 time.sleep(0.3)
                 ip("link", "set", "dev", d, "up")
-            rows.append(run_fault(recv, "netdev_flap300", dev, flap, None, fast, a.hold, 0.0))
+            rows.append(run_fault(recv, "netdev_flap300", dev, flap, None, fast, a.hold, 0.0, jitter))
             time.sleep(a.gap)
         for i in range(n_ib):
             dev = ib[i]
@@ -377,7 +392,7 @@ def inside(a):
                 write_in_place(os.path.join(p, "phys_state"), "5: LinkUp\n")
                 write_in_place(os.path.join(p, "state"), "4: ACTIVE\n")
             rows.append(run_fault(recv, "ib_port_down", dev, down, up, enrolled,
-                                  a.slow_hold if "prom-15s" in enrolled else a.hold, 0.0))
+                                  a.slow_hold if "prom-15s" in enrolled else a.hold, 0.0, jitter))
             time.sleep(a.gap)
         for i in range(n_ib):
             dev = ib[4 + i]
@@ -389,7 +404,7 @@ def inside(a):
                     v = int(fh.read().strip() or 0)
                 write_in_place(f, "%d\n" % (v + a.burst))
             rows.append(run_fault(recv, "ib_symbol_burst", dev, burst, None, enrolled,
-                                  a.slow_hold if "prom-15s" in enrolled else a.hold, 0.0))
+                                  a.slow_hold if "prom-15s" in enrolled else a.hold, 0.0, jitter))
             time.sleep(a.gap)
         report(rows, recv, proms)
     finally:
@@ -428,6 +443,12 @@ def report(rows, recv, proms):
                 else:
                     ratios.append("%-18s" % "-")
         print("%-16s" % c + "".join(cells) + "".join(ratios))
+    lost = {}
+    for r in rows:
+        for s in r["resolved_first"]:
+            lost[s] = lost.get(s, 0) + 1
+    print("first alert about the entity arrived resolved (a lost page): %s"
+          % (", ".join("%s %d" % kv for kv in sorted(lost.items())) or "never"))
     print("receiver: %d POSTs, %d alerts" % (recv.posts, len(recv.alerts)))
     print("JSON " + json.dumps(rows))
 
@@ -435,9 +456,9 @@ def report(rows, recv, proms):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--faults", type=int, default=4,
+    ap.add_argument("--faults", type=int, default=6,
                     help="faults per held class (netdev_down; IB classes at most 4 each)")
-    ap.add_argument("--flaps", type=int, default=3, help="300 ms netdev flaps")
+    ap.add_argument("--flaps", type=int, default=4, help="300 ms netdev flaps")
     ap.add_argument("--slow-faults", type=int, default=2,
                     help="faults per held class in which Prometheus 15s/15s is enrolled")
     ap.add_argument("--no-prom15", action="store_true", help="skip Prometheus 15s/15s")
@@ -447,6 +468,9 @@ def main():
                     help="longest wait when Prometheus 15s/15s is enrolled (s)")
     ap.add_argument("--gap", type=float, default=1.0, help="pause between faults (s)")
     ap.add_argument("--burst", type=int, default=1000, help="symbol errors per burst")
+    ap.add_argument("--jitter", type=float, default=1.0,
+                    help="random wait before each fault, 0..this (s): a random phase")
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", type=float, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
