@@ -12,15 +12,32 @@
 namespace ringside::daemon {
 
 void LinkEventLog::Append(std::vector<collectors::LinkEvent> events) {
-  absl::MutexLock lock(&mu_);
-  for (collectors::LinkEvent& e : events) {
-    ++counts_[Key{e.source, e.device, e.port, e.to}];
-    ring_.push_back(Entry{++seq_, std::move(e)});
-    if (ring_.size() > capacity_) {
-      ring_.pop_front();
-      ++evicted_;
+  if (events.empty()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (collectors::LinkEvent& e : events) {
+      ++counts_[Key{e.source, e.device, e.port, e.to}];
+      ring_.push_back(Entry{++seq_, std::move(e)});
+      if (ring_.size() > capacity_) {
+        ring_.pop_front();
+        ++evicted_;
+      }
     }
   }
+  absl::MutexLock lock(&listeners_mu_);
+  for (const auto& [id, listener] : listeners_) listener();
+}
+
+uint64_t LinkEventLog::AddListener(std::function<void()> listener) const {
+  absl::MutexLock lock(&listeners_mu_);
+  const uint64_t id = next_listener_++;
+  listeners_.emplace(id, std::move(listener));
+  return id;
+}
+
+void LinkEventLog::RemoveListener(uint64_t id) const {
+  absl::MutexLock lock(&listeners_mu_);
+  listeners_.erase(id);
 }
 
 std::vector<LinkEventLog::Entry> LinkEventLog::Since(uint64_t after) const {

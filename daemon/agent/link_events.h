@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,8 +51,17 @@ class LinkEventLog {
   uint64_t evicted() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t last_seq() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Called (on the appending thread, after the events are in) whenever events are appended: an
+  // uploader forwards them at once instead of at its next poll. A listener must only note it
+  // and return. Returns an id for RemoveListener, which waits for a running call to end.
+  uint64_t AddListener(std::function<void()> listener) const ABSL_LOCKS_EXCLUDED(listeners_mu_);
+  void RemoveListener(uint64_t id) const ABSL_LOCKS_EXCLUDED(listeners_mu_);
+
  private:
   using Key = std::tuple<std::string, std::string, std::string, collectors::LinkState>;
+  mutable absl::Mutex listeners_mu_;  // held while listeners run (after mu_ is released)
+  mutable std::map<uint64_t, std::function<void()>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  mutable uint64_t next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 1;
   const size_t capacity_;
   mutable absl::Mutex mu_;
   std::deque<Entry> ring_ ABSL_GUARDED_BY(mu_);

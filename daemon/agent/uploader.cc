@@ -71,6 +71,14 @@ absl::StatusOr<std::unique_ptr<Uploader>> Uploader::Create(UploaderOptions optio
 
   std::unique_ptr<Uploader> up(new Uploader(std::move(options), links, std::move(channel)));
   up->control_ = std::thread([p = up.get()] { p->ControlLoop(); });
+  if (links != nullptr) {
+    // Woken by each append: a link event goes out as soon as it is logged (issue #15), not at
+    // the next poll (up to 250 ms later).
+    up->link_listener_ = links->AddListener([p = up.get()] {
+      absl::MutexLock l(&p->mu_);
+      p->links_appended_ = true;  // the unlock re-evaluates the control loop's condition
+    });
+  }
   return up;
 }
 
@@ -84,6 +92,7 @@ Uploader::Uploader(UploaderOptions options, const LinkEventLog* links,
       backoff_(options_.backoff) {}
 
 Uploader::~Uploader() {
+  if (links_ != nullptr && link_listener_ != 0) links_->RemoveListener(link_listener_);
   bool done;
   {
     absl::MutexLock l(&mu_);
@@ -236,7 +245,7 @@ absl::Time Uploader::NextWakeLocked(absl::Time now) const {
 }
 
 bool Uploader::ControlShouldWake() const {
-  return stop_ || (session_ != nullptr && session_->done_);
+  return stop_ || (session_ != nullptr && session_->done_) || links_appended_;
 }
 
 bool Uploader::SessionGone() const { return session_ == nullptr || session_->done_; }
@@ -250,7 +259,8 @@ void Uploader::ControlLoop() {
     if (!session_ && now >= next_attempt_) start = NewSessionLocked(now);
     grpc::ClientContext* cancel = CheckTimersLocked(now);
     bool pushed = false;
-    if (links_ != nullptr && now >= next_link_poll_) {
+    if (links_ != nullptr && (now >= next_link_poll_ || links_appended_)) {
+      links_appended_ = false;
       pushed = PollLinksLocked();
       next_link_poll_ = now + options_.link_poll_interval;
     }

@@ -68,7 +68,8 @@ struct UploaderOptions {
   // HTTP/2 keepalive pings (the aggregator must permit pings this often).
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);
-  // How often the LinkEventLog is checked for new events.
+  // How often the LinkEventLog is checked for new events besides being woken by each append
+  // (LinkEventLog::AddListener: an event goes out as soon as it is logged).
   absl::Duration link_poll_interval = absl::Milliseconds(250);
   // The same error is logged at most once per this period (with how often it recurred).
   absl::Duration error_log_period = absl::Seconds(60);
@@ -188,6 +189,8 @@ class Uploader {
   absl::Time next_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time next_link_poll_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t link_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool links_appended_ ABSL_GUARDED_BY(mu_) = false;  // the log said it has new events
+  uint64_t link_listener_ = 0;                          // LinkEventLog::AddListener's id
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool want_writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

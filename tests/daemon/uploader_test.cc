@@ -337,6 +337,38 @@ TEST_F(UploaderTest, ResendsUnackedMessagesAfterReconnectWithoutGapsOrDuplicates
   EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
 }
 
+// A link event goes out as soon as it is logged (issue #15: netlink events page within ~100 ms),
+// not at the uploader's next poll of the log: with the poll an hour away, it still arrives.
+TEST_F(UploaderTest, ALinkEventIsSentWhenLoggedNotAtTheNextPoll) {
+  LinkEventLog links;
+  UploaderOptions o = Options();
+  o.link_poll_interval = absl::Hours(1);
+  auto up = Make(o, &links);
+  ASSERT_NE(up, nullptr);
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return up->Stats().connected; }, kWait));
+  absl::SleepFor(absl::Milliseconds(200));  // the control loop is waiting now
+  for (int i = 0; i < 3; ++i) {
+    collectors::LinkEvent e;
+    e.time = absl::FromUnixSeconds(60 + i);
+    e.source = "netlink";
+    e.device = absl::StrCat("eth", i);
+    e.from = collectors::LinkState::kUp;
+    e.to = collectors::LinkState::kDown;
+    links.Append({e});
+    ASSERT_TRUE(FakeAggregator::WaitFor(
+        [&] {
+          for (const auto& [seq, m] : fake_.accepted()) {
+            for (const v1::LinkEvent& got : m.link_events().events()) {
+              if (got.device() == e.device) return true;
+            }
+          }
+          return false;
+        },
+        absl::Seconds(5)))
+        << "event " << i << " not forwarded before the next poll";
+  }
+}
+
 // A brief outage of an aggregator that kept its state: its HelloAck says what it has, and the
 // agent resends nothing of that.
 TEST_F(UploaderTest, ResendsNothingTheAggregatorAlreadyAcknowledgedInItsHelloAck) {
