@@ -117,10 +117,10 @@ void Replay(const std::string& target, Entry entry, int mutations) {
   EXPECT_LT(accepted, mutations) << target << ": every mutation was accepted";
 }
 
-TEST(FuzzCorpusTest, IngestSession) { Replay("ingest_session", IngestSession, 2000); }
-TEST(FuzzCorpusTest, CollectiveStream) { Replay("collective_stream", CollectiveStream, 2000); }
-TEST(FuzzCorpusTest, SysfsText) { Replay("sysfs_text", SysfsText, 2000); }
-TEST(FuzzCorpusTest, TopologyText) { Replay("topology_text", TopologyText, 2000); }
+TEST(FuzzCorpusTest, IngestSession) { Replay("ingest_session", IngestSession, 10000); }
+TEST(FuzzCorpusTest, CollectiveStream) { Replay("collective_stream", CollectiveStream, 10000); }
+TEST(FuzzCorpusTest, SysfsText) { Replay("sysfs_text", SysfsText, 10000); }
+TEST(FuzzCorpusTest, TopologyText) { Replay("topology_text", TopologyText, 10000); }
 
 }  // namespace
 }  // namespace ringside::fuzz
