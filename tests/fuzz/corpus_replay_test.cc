@@ -121,6 +121,7 @@ TEST(FuzzCorpusTest, IngestSession) { Replay("ingest_session", IngestSession, 10
 TEST(FuzzCorpusTest, CollectiveStream) { Replay("collective_stream", CollectiveStream, 10000); }
 TEST(FuzzCorpusTest, SysfsText) { Replay("sysfs_text", SysfsText, 10000); }
 TEST(FuzzCorpusTest, TopologyText) { Replay("topology_text", TopologyText, 10000); }
+TEST(FuzzCorpusTest, EthtoolText) { Replay("ethtool_text", EthtoolText, 10000); }
 
 }  // namespace
 }  // namespace ringside::fuzz

@@ -32,6 +32,10 @@ bool SysfsText(const uint8_t* data, size_t size);
 // Accepted: Parse returned OK.
 bool TopologyText(const uint8_t* data, size_t size);
 
+// collectors::ParseEthtoolText (`ethtool -S` captures), which never fails. Accepted: no
+// malformed line and no "ERROR: <errno>" line.
+bool EthtoolText(const uint8_t* data, size_t size);
+
 }  // namespace ringside::fuzz
 
 #endif  // RINGSIDE_TESTS_FUZZ_FUZZ_ENTRIES_H_

@@ -10,7 +10,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-60}
 build=${2:-$src/build-fuzz}
 shift 2 2>/dev/null || shift $#
-targets=${*:-"ingest_session collective_stream sysfs_text topology_text"}
+targets=${*:-"ingest_session collective_stream sysfs_text topology_text ethtool_text"}
 shared=${RINGSIDE_SHARED_DIR:-$src/../shared}
 status=0
 for t in $targets; do
@@ -26,6 +26,9 @@ for t in $targets; do
         [ -d "$shared/fixtures/tool-outputs/$d" ] && extra="$extra $shared/fixtures/tool-outputs/$d"
       done ;;
     sysfs_text) max_len=128 ;;
+    ethtool_text)
+      max_len=16384
+      [ -d "$shared/fixtures/tool-outputs/ethtool" ] && extra="$shared/fixtures/tool-outputs/ethtool" ;;
     *) max_len=8192 ;;
   esac
   echo "== $t: ${secs}s"
