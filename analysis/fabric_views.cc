@@ -77,8 +77,9 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
         Best& b = best[r];
         const int late = window.CountOf(static_cast<int32_t>(r));
         auto flag = comm.flagged.find(static_cast<int32_t>(r));
-        const auto preferred = [&](const std::string& f) {
-          return flag != comm.flagged.end() ? f == flag->second.function : flagging.count(f) > 0;
+        // (comm.flagged captured by name: clang 14 cannot capture a structured binding.)
+        const auto preferred = [&, &flagged = comm.flagged](const std::string& f) {
+          return flag != flagged.end() ? f == flag->second.function : flagging.count(f) > 0;
         };
         const bool better =
             b.function == nullptr ||
