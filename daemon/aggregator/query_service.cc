@@ -207,9 +207,12 @@ grpc::ServerUnaryReactor* QueryService::GetNode(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* QueryService::TopStragglers(grpc::CallbackServerContext* context,
                                                       const v1::TopStragglersRequest* request,
                                                       v1::TopStragglersResponse* response) {
-  if (request->window_seconds() < 0) {
-    return Done(context,
-                grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "window_seconds must be >= 0"));
+  if (request->window_seconds() != 0) {
+    // Never implemented: the scores are over the detector's window of instances. Refused rather
+    // than accepted and ignored (issue #17).
+    return Done(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                      "window_seconds is not supported: the scores are over the "
+                                      "straggler detector's window (straggler.window instances)"));
   }
   std::vector<analysis::RankView> ranks;
   if (host_ != nullptr) {

@@ -24,19 +24,16 @@ constexpr char kName[] = "stragglers";
 const std::vector<FlagSpec>& Specs() {
   static const auto* specs = new std::vector<FlagSpec>{
       {"job", "", true, "JOB", "only ranks of this job", "every job"},
-      {"window", "", true, "DURATION",
-       "look back this far (30s, 10m); sent as window_seconds (the aggregator may use its "
-       "detector's window regardless)",
-       "the detector's window"},
       {"limit", "", true, "N", "at most N ranks", "10"},
   };
   return *specs;
 }
 
 constexpr char kUsage[] =
-    "Usage: ringside stragglers [--job J] [--window DURATION] [--limit N]\n"
+    "Usage: ringside stragglers [--job J] [--limit N]\n"
     "\n"
-    "Ranks by how often they arrive late at their collectives (everyone else waits for them):\n"
+    "Ranks by how often they arrive late at their collectives (everyone else waits for them),\n"
+    "over the straggler detector's window (its last straggler.window instances):\n"
     "  POD        the Kubernetes pod running the rank (namespace/pod), when the plugin knew it\n"
     "  SCORE      share of recent collectives in which the rank arrived late\n"
     "  MARGIN     median lag behind the median rank, as a share of the collective\n"
@@ -63,11 +60,6 @@ int RunStragglers(const std::vector<std::string>& argv, CommandContext& ctx) {
   }
   v1::TopStragglersRequest req;
   req.set_job(q.args.Get("job"));
-  if (q.args.Has("window")) {
-    absl::StatusOr<absl::Duration> w = ParsePositiveDuration(q.args.Get("window"));
-    if (!w.ok()) return FailCommand(ctx, kName, absl::StrCat("--window: ", w.status().message()));
-    req.set_window_seconds(std::max<int64_t>(1, absl::ToInt64Seconds(*w)));
-  }
   if (q.args.Has("limit")) {
     uint32_t limit = 0;
     if (!absl::SimpleAtoi(q.args.Get("limit"), &limit) || limit == 0) {

@@ -426,6 +426,14 @@ TEST_F(QueryServiceTest, TopStragglersFlagsTheLateRank) {
   resp.Clear();
   ASSERT_TRUE(stub_->TopStragglers(&ctx2, req, &resp).ok());
   EXPECT_EQ(resp.ranks_size(), 0);
+
+  // A window in seconds was never implemented: refused, not silently ignored.
+  grpc::ClientContext ctx3;
+  Deadline(ctx3);
+  req.set_window_seconds(300);
+  grpc::Status s = stub_->TopStragglers(&ctx3, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("detector's window"), std::string::npos);
 }
 
 TEST_F(QueryServiceTest, GetStatus) {

@@ -61,7 +61,7 @@ TEST_F(QueryCliTest, HelpOfEveryCommand) {
       {"incident", {"Usage: ringside incident ID", "blast radius", "cause_chains"}},
       {"links", {"--unhealthy", "--flapping", "--node=NODE", "1 with --unhealthy"}},
       {"node", {"Usage: ringside node NAME", "1 it is stale or has open"}},
-      {"stragglers", {"--job=JOB", "--window=DURATION", "--limit=N", "1 a listed rank is flagged"}},
+      {"stragglers", {"--job=JOB", "--limit=N", "1 a listed rank is flagged"}},
       {"watch", {"--kind=KIND", "Ctrl-C", "JSON Lines", "reconnects"}},
       {"status", {"an open critical incident or a stale node"}},
   };
@@ -295,11 +295,14 @@ TEST_F(QueryCliTest, Stragglers) {
             "j1      5  node-b  train/j1-worker-5  0x7f01    90%     31%    2%         40  #15 "
             "straggler");
   EXPECT_TRUE(absl::StartsWith(lines[2], "j2      0  node-c  -                  ")) << lines[2];
-  r = Cli({"stragglers", "--job", "j2", "--window", "5m", "--limit", "3"});
+  r = Cli({"stragglers", "--job", "j2", "--limit", "3"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(fake().last_top_stragglers().job(), "j2");
-  EXPECT_EQ(fake().last_top_stragglers().window_seconds(), 300);
+  EXPECT_EQ(fake().last_top_stragglers().window_seconds(), 0);
   EXPECT_EQ(fake().last_top_stragglers().limit(), 3u);
+  // --window was accepted and ignored; it is gone (issue #17): a usage error now.
+  r = Cli({"stragglers", "--window", "5m"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
   r = Cli({"stragglers", "-o", "json"});
   nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 3u);
