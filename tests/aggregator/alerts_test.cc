@@ -1,7 +1,9 @@
 // Alerts, piece by piece: the HMAC signature (RFC 4231 vectors), the alert label mapping and the
 // JSON shapes (Alertmanager postable alerts, webhook bodies), the HTTP client's parsing, the
 // retry backoff, the bounded queue, the delivery state's round trip across a "restart", and the
-// webhook sender against a loopback receiver (signatures, order, retries, no repeats).
+// webhook sender against a loopback receiver (signatures, order, retries, no repeats), and HTTPS
+// (libcurl) against a loopback TLS receiver with a test CA: delivery, a server it cannot verify
+// (refused, counted, logged), a client certificate for mTLS.
 #include <gtest/gtest.h>
 
 #include <algorithm>
