@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libabsl-dev prometheus-cpp-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libsqlite3-dev libssl-dev zlib1g-dev nlohmann-json3-dev libsystemd-dev
+  libsqlite3-dev libssl-dev libcurl4-openssl-dev zlib1g-dev nlohmann-json3-dev libsystemd-dev
   rdma-core libibverbs-dev libibumad-dev libibmad-dev infiniband-diags
   ibsim-utils libumad2sim0 opensm
   lldpd liblldpctl-dev

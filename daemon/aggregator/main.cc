@@ -100,8 +100,8 @@ ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
 
 // Alerts (docs/alerts.md): incidents to Alertmanager and to signed webhooks.
 ABSL_FLAG(std::string, alertmanager_url, "",
-          "Alertmanager base URL(s), http://host:9093; comma-separated or repeated. Each gets "
-          "every alert (POST <url>/api/v2/alerts).");
+          "Alertmanager base URL(s), http://host:9093 or https://...; comma-separated or "
+          "repeated. Each gets every alert (POST <url>/api/v2/alerts).");
 ABSL_FLAG(std::string, webhook_url, "",
           "Webhook URL(s) that get every incident change as signed JSON; comma-separated or "
           "repeated.");
@@ -118,6 +118,13 @@ ABSL_FLAG(int64_t, alert_queue_size, 10000,
           "Events queued per receiver at most; past it the oldest is dropped (and counted).");
 ABSL_FLAG(absl::Duration, alert_timeout, absl::Seconds(10),
           "Timeout of one delivery (connect, send, answer).");
+ABSL_FLAG(std::string, alert_ca, "",
+          "PEM file of the CAs trusted for https:// Alertmanagers and webhooks (instead of the "
+          "system CA store).");
+ABSL_FLAG(std::string, alert_client_cert, "",
+          "PEM client certificate presented to https:// receivers (an Alertmanager behind mTLS); "
+          "with --alert-client-key.");
+ABSL_FLAG(std::string, alert_client_key, "", "PEM private key of --alert-client-cert.");
 ABSL_FLAG(absl::Duration, alert_retry_initial, absl::Seconds(1),
           "First retry delay after a failed delivery; doubles (±20% jitter) up to "
           "--alert-retry-max.");
@@ -460,6 +467,9 @@ int main(int argc, char** argv) {
       al.resend_interval = absl::GetFlag(FLAGS_alert_resend_interval);
       al.max_age = absl::GetFlag(FLAGS_webhook_max_age);
       al.http_timeout = absl::GetFlag(FLAGS_alert_timeout);
+      al.tls.ca_file = absl::GetFlag(FLAGS_alert_ca);
+      al.tls.client_cert = absl::GetFlag(FLAGS_alert_client_cert);
+      al.tls.client_key = absl::GetFlag(FLAGS_alert_client_key);
       al.backoff.initial = absl::GetFlag(FLAGS_alert_retry_initial);
       al.backoff.max = absl::GetFlag(FLAGS_alert_retry_max);
       al.batch_delay = absl::GetFlag(FLAGS_alert_batch_delay);

@@ -1,9 +1,13 @@
 // Alerts, piece by piece: the HMAC signature (RFC 4231 vectors), the alert label mapping and the
 // JSON shapes (Alertmanager postable alerts, webhook bodies), the HTTP client's parsing, the
 // retry backoff, the bounded queue, the delivery state's round trip across a "restart", and the
-// webhook sender against a loopback receiver (signatures, order, retries, no repeats).
+// webhook sender against a loopback receiver (signatures, order, retries, no repeats), and HTTPS
+// (libcurl) against a loopback TLS receiver with a test CA: delivery, a server it cannot verify
+// (refused, counted, logged), a client certificate for mTLS.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -21,8 +25,10 @@
 #include "daemon/aggregator/alerts/webhook_sender.h"
 #include "nlohmann/json.hpp"
 #include "tests/aggregator/http_receiver.h"
+#include "tests/testing/certs.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tls_receiver.h"
 
 namespace ringside::daemon {
 namespace {
@@ -186,7 +192,14 @@ TEST(AlertsHttpTest, ParsesUrls) {
   auto plain = ParseHttpUrl("http://hooks");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->port, 80);
-  EXPECT_FALSE(ParseHttpUrl("https://x").ok());
+  EXPECT_FALSE(plain->https);
+  auto tls = ParseHttpUrl("https://hooks.example/services/T0/B1?x=1");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_TRUE(tls->https);
+  EXPECT_EQ(tls->port, 443);
+  EXPECT_EQ(tls->path, "/services/T0/B1?x=1");
+  EXPECT_EQ(HttpUrlString(*tls), "https://hooks.example/services/T0/B1?x=1");
+  EXPECT_EQ(ParseHttpUrl("https://[::1]:9443/")->port, 9443);
   EXPECT_FALSE(ParseHttpUrl("ftp://x").ok());
   EXPECT_FALSE(ParseHttpUrl("http://:80/").ok());
   EXPECT_FALSE(ParseHttpUrl("http://x:99999/").ok());
@@ -315,10 +328,13 @@ TEST(AlertsDispatcherTest, ValidatesConfiguration) {
   o.webhook_urls = {"http://127.0.0.1:1/hook"};
   EXPECT_EQ(AlertDispatcher::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.webhook_secret = "k";
-  o.alertmanager_urls = {"https://am:9093"};
+  o.alertmanager_urls = {"ftp://am:9093"};
   auto bad = AlertDispatcher::Start(o);
   EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("https"), absl::string_view::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("--alertmanager-url"), absl::string_view::npos)
+      << bad.status();
+  o.alertmanager_urls = {"https://am:9093"};  // https is a transport like http
+  EXPECT_TRUE(AlertDispatcher::Start(o).ok());
   testing::TempDir dir;
   EXPECT_EQ(ReadSecretFile(dir.path() + "/missing").status().code(), absl::StatusCode::kNotFound);
   { std::ofstream(dir.path() + "/s") << "topsecret\n"; }
@@ -862,6 +878,205 @@ TEST(AlertsMetricsTest, CollectEmitsOnlyCatalogFamilies) {
   // Receivers are named by type and host:port, never by path (it may hold a token).
   EXPECT_EQ(receivers, (std::set<std::string>{"alertmanager:127.0.0.1:1", "webhook:127.0.0.1:1",
                                               "webhook:127.0.0.1:1#2"}));
+}
+
+// --- HTTPS (libcurl) against a loopback TLS receiver with a test CA ---------------------------
+
+TEST(AlertsHttpTest, BodyCapAndNoRedirects) {
+  testing::HttpReceiver receiver;  // answers "ok" (2 bytes)
+  HttpClientRequest req;
+  req.method = "POST";
+  req.url = *ParseHttpUrl(receiver.url("/cap"));
+  req.body = "{}";
+  req.timeout = absl::Seconds(5);
+  req.max_response_bytes = 1;
+  auto r = SendHttp(req);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "larger than 1 bytes")) << r.status();
+  // A 3xx is an answer, not something to follow.
+  receiver.SetStatus(302);
+  req.max_response_bytes = 1 << 20;
+  r = SendHttp(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 302);
+  EXPECT_EQ(r->body, "ok");
+  // What libcurl would add on its own for a POST is not sent.
+  const testing::HttpReceiver::Request last = receiver.Requests().back();
+  EXPECT_EQ(last.headers.count("content-type"), 0u);
+  EXPECT_EQ(last.headers.count("expect"), 0u);
+  EXPECT_EQ(last.headers.at("content-length"), "2");
+}
+
+class AlertsHttpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pki = testing::TestPki::Create(dir_.path(), "alerts");
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = std::make_unique<testing::TestPki>(std::move(*pki));
+    auto server = pki_->IssueServer("hooks");
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *server;
+    std::filesystem::create_directory(dir_.path() + "/other");
+    auto other = testing::TestPki::Create(dir_.path() + "/other", "other");
+    ASSERT_TRUE(other.ok()) << other.status();
+    other_ca_ = other->ca_cert();
+  }
+  std::unique_ptr<testing::TlsReceiver> Receiver(const std::string& client_ca = "") {
+    auto r = testing::TlsReceiver::Start({server_.cert, server_.key, client_ca, 200});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+  HttpClientRequest Post(const std::string& url) {
+    HttpClientRequest req;
+    req.method = "POST";
+    req.url = *ParseHttpUrl(url);
+    req.headers = {{"Content-Type", "application/json"}};
+    req.body = R"({"x":1})";
+    req.timeout = absl::Seconds(5);
+    return req;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<testing::TestPki> pki_;
+  testing::CertPaths server_;
+  std::string other_ca_;
+};
+
+TEST_F(AlertsHttpsTest, DeliversWithTheTestCa) {
+  auto receiver = Receiver();
+  ASSERT_NE(receiver, nullptr);
+  HttpClientRequest req = Post(receiver->url("/hook?t=1"));
+  req.tls.ca_file = pki_->ca_cert();
+  auto r = SendHttp(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ok");
+  EXPECT_EQ(r->headers.at("content-length"), "2");
+  std::vector<testing::TlsReceiver::Request> got = receiver->Requests();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].method, "POST");
+  EXPECT_EQ(got[0].path, "/hook?t=1");
+  EXPECT_EQ(got[0].body, R"({"x":1})");
+  EXPECT_TRUE(got[0].client_cn.empty());
+}
+
+TEST_F(AlertsHttpsTest, RefusesAServerItCannotVerify) {
+  auto receiver = Receiver();
+  ASSERT_NE(receiver, nullptr);
+  // Signed by a CA the client was not given; and the system store does not know the test CA.
+  for (const std::string& ca : {other_ca_, std::string()}) {
+    HttpClientRequest req = Post(receiver->url());
+    req.tls.ca_file = ca;
+    auto r = SendHttp(req);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "failed verification")) << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), ca.empty() ? "system store" : ca))
+        << r.status();
+  }
+  EXPECT_TRUE(receiver->Requests().empty());  // nothing was sent in clear or otherwise
+  // (the receiver counts the second refusal on its own thread, possibly after SendHttp returned)
+  EXPECT_TRUE(testing::Eventually([&] { return receiver->handshake_failures() >= 2; },
+                                  absl::Seconds(5)))
+      << receiver->handshake_failures();
+  // A CA file that is not there: the message says so.
+  HttpClientRequest req = Post(receiver->url());
+  req.tls.ca_file = dir_.path() + "/missing.pem";
+  auto r = SendHttp(req);
+  EXPECT_FALSE(r.ok());
+}
+
+TEST_F(AlertsHttpsTest, ClientCertificateForMutualTls) {
+  auto receiver = Receiver(pki_->ca_cert());
+  ASSERT_NE(receiver, nullptr);
+  HttpClientRequest req = Post(receiver->url("/api/v2/alerts"));
+  req.tls.ca_file = pki_->ca_cert();
+  auto refused = SendHttp(req);  // no client certificate
+  EXPECT_FALSE(refused.ok() && refused->status == 200);
+  EXPECT_TRUE(receiver->Requests().empty());
+  auto client = pki_->IssueClient("ringside-aggregator");
+  ASSERT_TRUE(client.ok()) << client.status();
+  req.tls.client_cert = client->cert;
+  req.tls.client_key = client->key;
+  auto r = SendHttp(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  std::vector<testing::TlsReceiver::Request> got = receiver->Requests();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].client_cn, "ringside-aggregator");
+}
+
+// Through the dispatcher (as the aggregator wires --alert-ca): a webhook over HTTPS is delivered
+// with the right CA; with the wrong one every attempt fails, is counted in
+// ringside_aggregator_alert_deliveries_total{result="failed"} and logged with the reason.
+TEST_F(AlertsHttpsTest, DispatcherDeliversOrCountsAndLogsTheRefusal) {
+  auto receiver = Receiver();
+  ASSERT_NE(receiver, nullptr);
+  for (const bool right_ca : {true, false}) {
+    SCOPED_TRACE(right_ca ? "right CA" : "wrong CA");
+    absl::Mutex mu;
+    std::vector<std::string> logs;
+    AlertOptions o;
+    o.webhook_urls = {receiver->url()};
+    o.webhook_secret = "k";
+    o.http_timeout = absl::Seconds(5);
+    o.backoff = {absl::Milliseconds(20), absl::Milliseconds(50), 2.0, 0.2};
+    o.tls.ca_file = right_ca ? pki_->ca_cert() : other_ca_;
+    o.log = [&](const std::string& m) {
+      absl::MutexLock l(&mu);
+      logs.push_back(m);
+    };
+    auto d = AlertDispatcher::Start(o);
+    ASSERT_TRUE(d.ok()) << d.status();
+    const size_t before = receiver->Requests().size();
+    (*d)->OnChanges({IncidentChange{IncidentChangeType::kOpened, Flapping(1, 1)}});
+    const AlertSender& sender = *(*d)->senders().at(0);
+    if (right_ca) {
+      ASSERT_TRUE(testing::Eventually([&] { return sender.stats().delivered.load() == 1; },
+                                      absl::Seconds(10)));
+      ASSERT_EQ(receiver->Requests().size(), before + 1);
+      EXPECT_TRUE(absl::StrContains(receiver->Requests().back().head, "X-Ringside-Signature"));
+      EXPECT_EQ(sender.stats().failed.load(), 0u);
+    } else {
+      ASSERT_TRUE(testing::Eventually([&] { return sender.stats().failed.load() >= 2; },
+                                      absl::Seconds(10)));
+      (*d)->Stop();
+      EXPECT_EQ(sender.stats().delivered.load(), 0u);
+      EXPECT_EQ(receiver->Requests().size(), before);
+      double failed = 0;
+      for (const prometheus::MetricFamily& f : (*d)->metrics()->Collect()) {
+        if (f.name != "ringside_aggregator_alert_deliveries_total") continue;
+        for (const prometheus::ClientMetric& m : f.metric) {
+          for (const auto& l : m.label) {
+            if (l.name == "result" && l.value == "failed") failed = m.counter.value;
+          }
+        }
+      }
+      EXPECT_GE(failed, 2);
+      absl::MutexLock l(&mu);
+      auto failure = std::find_if(logs.begin(), logs.end(), [](const std::string& m) {
+        return absl::StrContains(m, "delivery failed");
+      });
+      ASSERT_NE(failure, logs.end());
+      EXPECT_TRUE(absl::StrContains(*failure, "failed verification")) << *failure;
+      EXPECT_TRUE(absl::StrContains(*failure, other_ca_)) << *failure;
+      std::fprintf(stderr, "logged: %s\n", failure->c_str());
+    }
+  }
+}
+
+TEST(AlertsTlsFlagsTest, ClientCertNeedsKeyAndFilesMustBeReadable) {
+  testing::TempDir dir;
+  AlertOptions o;
+  o.alertmanager_urls = {"https://127.0.0.1:1"};
+  o.tls.client_cert = dir.path() + "/c.pem";
+  auto d = AlertDispatcher::Start(o);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "--alert-client-key")) << d.status();
+  o.tls = {};
+  o.tls.ca_file = dir.path() + "/missing-ca.pem";
+  d = AlertDispatcher::Start(o);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "--alert-ca: cannot read")) << d.status();
 }
 
 }  // namespace

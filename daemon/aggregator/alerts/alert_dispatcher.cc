@@ -86,6 +86,18 @@ absl::StatusOr<std::unique_ptr<AlertDispatcher>> AlertDispatcher::Start(AlertOpt
     return absl::InvalidArgumentError(
         "--webhook-url needs --webhook-secret-file (webhooks are always signed)");
   }
+  if (o.tls.client_cert.empty() != o.tls.client_key.empty()) {
+    return absl::InvalidArgumentError("--alert-client-cert and --alert-client-key go together");
+  }
+  const std::pair<const char*, std::string> tls_files[] = {
+      {"alert-ca", o.tls.ca_file},
+      {"alert-client-cert", o.tls.client_cert},
+      {"alert-client-key", o.tls.client_key}};
+  for (const auto& [flag, file] : tls_files) {
+    if (!file.empty() && !std::ifstream(file).good()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read ", file));
+    }
+  }
   struct Target {
     std::string type;
     std::string url;
@@ -109,6 +121,7 @@ absl::StatusOr<std::unique_ptr<AlertDispatcher>> AlertDispatcher::Start(AlertOpt
     so.key = absl::StrCat(t.type, ":", Sha256Hex(t.url).substr(0, 16));
     so.url = *url;
     so.http_timeout = o.http_timeout;
+    so.tls = o.tls;
     so.backoff = o.backoff;
     so.max_age = o.max_age;
     so.queue_size = o.queue_size;

@@ -28,7 +28,7 @@ namespace ringside::daemon {
 inline constexpr char kDefaultRunbookBaseUrl[] = "docs/runbook.md";
 
 struct AlertOptions {
-  std::vector<std::string> alertmanager_urls;  // base URLs (http://host:9093)
+  std::vector<std::string> alertmanager_urls;  // base URLs (http[s]://host:9093)
   std::vector<std::string> webhook_urls;
   std::string webhook_secret;  // required with webhooks
   std::string runbook_base_url = kDefaultRunbookBaseUrl;
@@ -36,6 +36,7 @@ struct AlertOptions {
   absl::Duration max_age = absl::Hours(1);  // --webhook-max-age (also resolved alerts)
   size_t queue_size = 10000;                // per receiver
   absl::Duration http_timeout = absl::Seconds(10);
+  HttpTlsOptions tls;  // --alert-ca, --alert-client-cert, --alert-client-key (every receiver)
   BackoffOptions backoff{absl::Seconds(1), absl::Seconds(30), 2.0, 0.2};
   absl::Duration batch_delay = kDefaultAlertBatchDelay;  // --alert-batch-delay
   // --alert-min-firing, --alert-min-firing-for (Alertmanager only; see SenderOptions).

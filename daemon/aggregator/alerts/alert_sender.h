@@ -49,6 +49,7 @@ struct SenderOptions {
   HttpUrl url;
   DeliveryState* state = nullptr;  // required; outlives the sender
   absl::Duration http_timeout = absl::Seconds(10);
+  HttpTlsOptions tls;  // https:// receivers: CA file, client certificate
   BackoffOptions backoff{absl::Seconds(1), absl::Seconds(30), 2.0, 0.2};
   absl::Duration max_age = absl::Hours(1);  // a queued event older than this is dropped
   size_t queue_size = 1000;

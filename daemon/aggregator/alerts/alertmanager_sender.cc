@@ -225,6 +225,7 @@ void AlertmanagerSender::Run() {
     req.body = PostableAlertsJson(incidents, options_.runbook_base);
     req.headers = {{"Content-Type", "application/json"}, {"User-Agent", "ringside-aggregator"}};
     req.timeout = options_.http_timeout;
+    req.tls = options_.tls;
     absl::StatusOr<HttpClientResponse> resp = SendHttp(req);
     if (resp.ok() && resp->status >= 200 && resp->status < 300) {
       NoteSuccess();

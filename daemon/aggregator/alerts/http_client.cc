@@ -1,14 +1,10 @@
 #include "daemon/aggregator/alerts/http_client.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <unistd.h>
+#include <curl/curl.h>
 
-#include <cstring>
+#include <algorithm>
+#include <cstdint>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -16,102 +12,99 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
 
 namespace ringside::daemon {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
+// libcurl's global state, set up once (curl_global_init is not thread-safe against other libcurl
+// calls; a function-local static is initialised exactly once, by the first sender to need it).
+CURLcode GlobalInit() {
+  static const CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+  return rc;
+}
 
- private:
-  int fd_;
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
 };
 
-int RemainingMs(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+struct Sink {
+  HttpClientResponse* response;
+  size_t max_body;
+  bool too_large = false;
+};
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  auto* sink = static_cast<Sink*>(user);
+  const size_t bytes = size * n;
+  if (sink->response->body.size() + bytes > sink->max_body) {
+    sink->too_large = true;
+    return 0;  // anything short of `bytes` makes libcurl stop with CURLE_WRITE_ERROR
+  }
+  sink->response->body.append(data, bytes);
+  return bytes;
 }
 
-// Waits for `events` on fd until the deadline.
-absl::Status Wait(int fd, short events, absl::Time deadline, absl::string_view what) {
-  while (true) {
-    const int ms = RemainingMs(deadline);
-    if (ms == 0) return absl::DeadlineExceededError(absl::StrCat("timed out ", what));
-    pollfd p{fd, events, 0};
-    const int r = poll(&p, 1, ms);
-    if (r > 0) return absl::OkStatus();
-    if (r == 0) return absl::DeadlineExceededError(absl::StrCat("timed out ", what));
-    if (errno != EINTR) return absl::UnavailableError(absl::StrCat("poll: ", strerror(errno)));
+// One header line at a time, the status lines included ("HTTP/1.1 100 Continue" starts a new
+// block: only the last response's headers are kept).
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* sink = static_cast<Sink*>(user);
+  const size_t bytes = size * n;
+  absl::string_view line(data, bytes);
+  if (absl::StartsWith(line, "HTTP/")) {
+    sink->response->headers.clear();
+    return bytes;
   }
+  if (const size_t colon = line.find(':'); colon != absl::string_view::npos) {
+    sink->response
+        ->headers[absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, colon)))] =
+        std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+  }
+  return bytes;
 }
 
-absl::StatusOr<int> Connect(const HttpUrl& url, absl::Time deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string port = absl::StrCat(url.port);
-  const int rc = getaddrinfo(url.host.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve ", url.host, ": ", gai_strerror(rc)));
-  }
-  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", url.host));
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      last = absl::UnavailableError(absl::StrCat("socket: ", strerror(errno)));
-      continue;
-    }
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      freeaddrinfo(res);
-      return fd;
-    }
-    if (errno == EINPROGRESS) {
-      absl::Status w = Wait(fd, POLLOUT, deadline, absl::StrCat("connecting to ", url.authority));
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (w.ok() && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-        freeaddrinfo(res);
-        return fd;
+absl::Status CurlError(CURLcode code, const char* detail, const HttpClientRequest& req,
+                       const Sink& sink) {
+  const std::string why = detail[0] != '\0' ? std::string(detail) : curl_easy_strerror(code);
+  const std::string& at = req.url.authority;
+  switch (code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return absl::UnavailableError(absl::StrCat("cannot resolve ", req.url.host, ": ", why));
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return absl::UnavailableError(absl::StrCat("cannot resolve the proxy: ", why));
+    case CURLE_COULDNT_CONNECT:
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", at, ": ", why));
+    case CURLE_OPERATION_TIMEDOUT:
+      return absl::DeadlineExceededError(absl::StrCat(
+          "timed out after ", absl::FormatDuration(req.timeout), " (", at, "): ", why));
+    case CURLE_PEER_FAILED_VERIFICATION:
+      return absl::UnavailableError(
+          absl::StrCat("TLS: the certificate of ", at, " failed verification (trusted CAs: ",
+                       req.tls.ca_file.empty() ? "the system store" : req.tls.ca_file, "): ", why));
+    case CURLE_SSL_CONNECT_ERROR:
+      return absl::UnavailableError(absl::StrCat("TLS handshake with ", at, " failed: ", why));
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+      return absl::InvalidArgumentError(
+          absl::StrCat("TLS: cannot use the CA or client certificate files: ", why));
+    case CURLE_WRITE_ERROR:
+    case CURLE_FILESIZE_EXCEEDED:
+      if (sink.too_large || code == CURLE_FILESIZE_EXCEEDED) {
+        return absl::DataLossError(
+            absl::StrCat("response from ", at, " larger than ", req.max_response_bytes, " bytes"));
       }
-      last = w.ok() ? absl::UnavailableError(
-                          absl::StrCat("cannot connect to ", url.authority, ": ", strerror(err)))
-                    : w;
-    } else {
-      last = absl::UnavailableError(
-          absl::StrCat("cannot connect to ", url.authority, ": ", strerror(errno)));
-    }
-    close(fd);
+      break;
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      return absl::DataLossError(absl::StrCat("not an HTTP answer from ", at, ": ", why));
+    case CURLE_GOT_NOTHING:
+      return absl::UnavailableError(absl::StrCat(at, " closed without answering"));
+    default:
+      break;
   }
-  freeaddrinfo(res);
-  return last;
-}
-
-absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
-  while (!data.empty()) {
-    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status s = Wait(fd, POLLOUT, deadline, "sending the request"); !s.ok()) return s;
-      continue;
-    }
-    return absl::UnavailableError(absl::StrCat("send: ", strerror(errno)));
-  }
-  return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(at, ": ", why));
 }
 
 // Decodes a chunked body; false while incomplete or malformed (*bad set when malformed).
@@ -141,14 +134,14 @@ bool Dechunk(absl::string_view in, std::string* out, bool* bad) {
 
 absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
   absl::string_view rest = url;
-  if (!absl::ConsumePrefix(&rest, "http://")) {
-    if (absl::StartsWith(url, "https://")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", url, "\": https is not supported; use http:// (e.g. through a local proxy)"));
-    }
-    return absl::InvalidArgumentError(absl::StrCat("\"", url, "\" is not an http:// URL"));
-  }
   HttpUrl u;
+  if (absl::ConsumePrefix(&rest, "https://")) {
+    u.https = true;
+    u.port = 443;
+  } else if (!absl::ConsumePrefix(&rest, "http://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", url, "\" is not an http:// or https:// URL"));
+  }
   const size_t slash = rest.find_first_of("/?");
   absl::string_view authority = rest.substr(0, slash);
   if (slash != absl::string_view::npos) {
@@ -227,56 +220,87 @@ absl::StatusOr<HttpClientResponse> ParseHttpResponse(absl::string_view raw) {
   return r;
 }
 
-absl::StatusOr<HttpClientResponse> SendHttp(const HttpClientRequest& req) {
-  const absl::Time deadline = absl::Now() + req.timeout;
-  absl::StatusOr<int> fd_or = Connect(req.url, deadline);
-  if (!fd_or.ok()) return fd_or.status();
-  Fd fd(*fd_or);
-  std::string head =
-      absl::StrCat(req.method, " ", req.url.path, " HTTP/1.1\r\nHost: ", req.url.authority,
-                   "\r\nConnection: close\r\n");
-  for (const auto& [name, value] : req.headers) absl::StrAppend(&head, name, ": ", value, "\r\n");
-  if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
-    absl::StrAppend(&head, "Content-Length: ", req.body.size(), "\r\n");
-  }
-  absl::StrAppend(&head, "\r\n");
-  if (absl::Status s = SendAll(fd.get(), head, deadline); !s.ok()) return s;
-  if (absl::Status s = SendAll(fd.get(), req.body, deadline); !s.ok()) return s;
+std::string HttpUrlString(const HttpUrl& url) {
+  return absl::StrCat(url.https ? "https://" : "http://", url.authority, url.path);
+}
 
-  std::string raw;
-  char buf[16384];
-  while (true) {
-    const ssize_t n = recv(fd.get(), buf, sizeof(buf), 0);
-    if (n > 0) {
-      raw.append(buf, static_cast<size_t>(n));
-      if (raw.size() > req.max_response_bytes + 65536) {
-        return absl::DataLossError(absl::StrCat("response from ", req.url.authority,
-                                                " larger than ", req.max_response_bytes, " bytes"));
-      }
-      // A complete response ends the read even if the server keeps the connection open.
-      if (absl::StatusOr<HttpClientResponse> r = ParseHttpResponse(raw);
-          r.ok() && (r->headers.count("content-length") || r->headers.count("transfer-encoding"))) {
-        return r;
-      }
-      continue;
-    }
-    if (n == 0) break;  // closed: the body ends here
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (absl::Status s = Wait(fd.get(), POLLIN, deadline,
-                                absl::StrCat("waiting for ", req.url.authority, " to answer"));
-          !s.ok()) {
-        return s;
-      }
-      continue;
-    }
-    return absl::UnavailableError(
-        absl::StrCat("recv from ", req.url.authority, ": ", strerror(errno)));
+absl::StatusOr<HttpClientResponse> SendHttp(const HttpClientRequest& req) {
+  if (GlobalInit() != CURLE_OK) return absl::InternalError("libcurl failed to initialise");
+  if (req.timeout <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(absl::StrCat("no time left for ", req.url.authority));
   }
-  if (raw.empty()) {
-    return absl::UnavailableError(absl::StrCat(req.url.authority, " closed without answering"));
+  std::unique_ptr<CURL, CurlDeleter> handle(curl_easy_init());
+  if (handle == nullptr) return absl::InternalError("curl_easy_init failed");
+  CURL* c = handle.get();
+  HttpClientResponse response;
+  Sink sink{&response, req.max_response_bytes};
+  char error[CURL_ERROR_SIZE] = {0};
+  const std::string url = HttpUrlString(req.url);
+  const long timeout_ms = static_cast<long>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(req.timeout), 1, int64_t{1} << 30));
+
+  // Header list: the caller's, minus what libcurl would add on its own for a POST body
+  // (Content-Type: application/x-www-form-urlencoded, Expect: 100-continue).
+  curl_slist* raw_headers = nullptr;
+  bool has_content_type = false;
+  for (const auto& [name, value] : req.headers) {
+    if (absl::EqualsIgnoreCase(name, "content-type")) has_content_type = true;
+    raw_headers = curl_slist_append(raw_headers, absl::StrCat(name, ": ", value).c_str());
   }
-  return ParseHttpResponse(raw);
+  if (!has_content_type) raw_headers = curl_slist_append(raw_headers, "Content-Type:");
+  raw_headers = curl_slist_append(raw_headers, "Expect:");
+  std::unique_ptr<curl_slist, SlistDeleter> headers(raw_headers);
+
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &sink);
+  curl_easy_setopt(
+      c, CURLOPT_MAXFILESIZE_LARGE,
+      static_cast<curl_off_t>(std::min<size_t>(req.max_response_bytes, size_t{1} << 62)));
+  if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.body.data());
+    if (req.method != "POST") curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  } else if (req.method == "HEAD") {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (req.method != "GET") {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  }
+  // TLS: the peer's certificate and name are always verified.
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!req.tls.ca_file.empty()) {
+    curl_easy_setopt(c, CURLOPT_CAINFO, req.tls.ca_file.c_str());
+    curl_easy_setopt(c, CURLOPT_CAPATH,
+                     static_cast<char*>(nullptr));  // only this file, not also /etc/ssl/certs
+  }
+  if (!req.tls.client_cert.empty()) {
+    curl_easy_setopt(c, CURLOPT_SSLCERT, req.tls.client_cert.c_str());
+    curl_easy_setopt(c, CURLOPT_SSLKEY, req.tls.client_key.c_str());
+  }
+  // Proxies: libcurl reads http_proxy, https_proxy/HTTPS_PROXY, all_proxy and no_proxy itself.
+
+  const CURLcode rc = curl_easy_perform(c);
+  if (rc != CURLE_OK) return CurlError(rc, error, req, sink);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (status < 100 || status > 999) {
+    return absl::DataLossError(absl::StrCat("not an HTTP answer from ", req.url.authority));
+  }
+  response.status = static_cast<int>(status);
+  return response;
 }
 
 }  // namespace ringside::daemon

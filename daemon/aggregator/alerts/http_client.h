@@ -1,7 +1,8 @@
-// A small blocking HTTP/1.1 client over a TCP socket for the alert senders (Alertmanager,
-// webhooks): one request per connection (Connection: close), plain http:// only, every step bounded
-// by one deadline (name resolution excepted: getaddrinfo keeps the system resolver's own timeouts).
-// Reads Content-Length, chunked and close-delimited bodies, up to a size bound.
+// A small blocking HTTP/1.1 client for the alert senders (Alertmanager, webhooks), on libcurl:
+// http:// and https:// (the system CA store, or HttpTlsOptions::ca_file; a client certificate for
+// mTLS), proxies from the environment (https_proxy, http_proxy, no_proxy: libcurl reads them), one
+// request per connection, redirects not followed, the whole request (name resolution, connect,
+// TLS handshake, send, answer) bounded by one timeout, the body by a size bound. No signals.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_ALERTS_HTTP_CLIENT_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_ALERTS_HTTP_CLIENT_H_
 
@@ -17,16 +18,27 @@
 namespace ringside::daemon {
 
 struct HttpUrl {
-  std::string host;  // name or address; IPv6 without brackets
-  int port = 80;
+  bool https = false;
+  std::string host;        // name or address; IPv6 without brackets
+  int port = 80;           // 443 by default with https
   std::string path = "/";  // path and query, starting with '/'
   // "host:port" as written, for the Host header.
   std::string authority;
 };
 
-// Parses "http://host[:port][/path][?query]" ("[::1]" for IPv6). https:// and anything else is
-// InvalidArgument with a message naming the URL.
+// Parses "http[s]://host[:port][/path][?query]" ("[::1]" for IPv6). Any other scheme, user info
+// or a bad port is InvalidArgument with a message naming the URL.
 absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url);
+
+// TLS settings of https:// requests (ignored for http://). Files are PEM.
+struct HttpTlsOptions {
+  std::string ca_file;      // trust only these CAs; empty: the system CA store
+  std::string client_cert;  // a client certificate (mTLS), with client_key; empty: none
+  std::string client_key;
+};
+
+// The full URL ("https://host:port/path").
+std::string HttpUrlString(const HttpUrl& url);
 
 struct HttpClientRequest {
   std::string method = "GET";
@@ -34,7 +46,8 @@ struct HttpClientRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // besides Host, Content-Length
   std::string body;
   absl::Duration timeout = absl::Seconds(10);  // connect, send and receive together
-  size_t max_response_bytes = 1 << 20;
+  size_t max_response_bytes = 1 << 20;         // of the body
+  HttpTlsOptions tls;
 };
 
 struct HttpClientResponse {
@@ -43,8 +56,10 @@ struct HttpClientResponse {
   std::string body;
 };
 
-// Sends the request and reads the whole response. Errors: Unavailable (resolve, connect, reset),
-// DeadlineExceeded (timeout), DataLoss (not HTTP, body too large). Any status code is a response.
+// Sends the request and reads the whole response. Errors: Unavailable (resolve, connect, reset,
+// TLS: the message says why, e.g. the server's certificate failed verification), DeadlineExceeded
+// (timeout), DataLoss (not HTTP, body too large), InvalidArgument (unreadable CA or client
+// certificate file). Any status code is a response (3xx included: redirects are not followed).
 absl::StatusOr<HttpClientResponse> SendHttp(const HttpClientRequest& request);
 
 // Parses a complete HTTP/1.x response (status line, headers, body by Content-Length, chunked or

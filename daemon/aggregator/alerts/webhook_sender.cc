@@ -152,6 +152,7 @@ void WebhookSender::Run() {
     req.headers = WebhookHeaders(req.body, options_.secret, DeliveryId(inc, ev.type),
                                  EventTime(inc, ev.type));
     req.timeout = options_.http_timeout;
+    req.tls = options_.tls;
     absl::StatusOr<HttpClientResponse> resp = SendHttp(req);
     if (resp.ok() && resp->status >= 200 && resp->status < 300) {
       NoteSuccess();
