@@ -431,9 +431,9 @@ TEST_F(QueryServiceTest, TopStragglersFlagsTheLateRank) {
   grpc::ClientContext ctx3;
   Deadline(ctx3);
   req.set_window_seconds(300);
-  grpc::Status s = stub_->TopStragglers(&ctx3, req, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("detector's window"), std::string::npos);
+  grpc::Status refused = stub_->TopStragglers(&ctx3, req, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("detector's window"), std::string::npos);
 }
 
 TEST_F(QueryServiceTest, GetStatus) {

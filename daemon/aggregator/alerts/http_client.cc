@@ -252,6 +252,12 @@ absl::StatusOr<HttpClientResponse> SendHttp(const HttpClientRequest& req) {
   std::unique_ptr<curl_slist, SlistDeleter> headers(raw_headers);
 
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  // Proxies come from the environment (https_proxy, no_proxy), except for a receiver on this
+  // host: a loopback Alertmanager or webhook is never reached through a proxy.
+  if (req.url.host == "localhost" || req.url.host == "::1" ||
+      absl::StartsWith(req.url.host, "127.")) {
+    curl_easy_setopt(c, CURLOPT_PROXY, "");
+  }
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
