@@ -15,20 +15,10 @@ namespace ringside::collectors {
 
 absl::StatusOr<std::unique_ptr<LibibmadDrTransport>> LibibmadDrTransport::Open(
     const MadPortOptions& options) {
-  int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS};
-  std::string ca = options.ca_name;
-  ibmad_port* port = mad_rpc_open_port(ca.empty() ? nullptr : ca.data(), options.ca_port, classes,
-                                       static_cast<int>(sizeof(classes) / sizeof(classes[0])));
-  if (port == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "libibmad: cannot open CA port ", ca.empty() ? "(default)" : ca, ":", options.ca_port,
-        " for directed-route SMPs (no umad device, or no access to /dev/infiniband/umad*)"));
-  }
-  const int64_t timeout_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(options.timeout));
-  mad_rpc_set_timeout(port, static_cast<int>(timeout_ms));
-  // libibmad's "retries" is the number of attempts (0 means its default of 3).
-  mad_rpc_set_retries(port, std::max(1, options.retries + 1));
-  return std::unique_ptr<LibibmadDrTransport>(new LibibmadDrTransport(port));
+  const int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS};
+  absl::StatusOr<ibmad_port*> port = OpenIbmadPort(options, classes, "directed-route SMPs");
+  if (!port.ok()) return port.status();
+  return std::unique_ptr<LibibmadDrTransport>(new LibibmadDrTransport(*port));
 }
 
 LibibmadDrTransport::~LibibmadDrTransport() {

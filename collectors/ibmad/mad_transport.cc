@@ -3,6 +3,7 @@
 #include <infiniband/mad.h>
 
 #include <algorithm>
+#include <vector>
 #include <cerrno>
 #include <cstring>
 
@@ -25,22 +26,30 @@ absl::Status MadStatusToStatus(uint16_t mad_status, absl::string_view what) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<LibibmadTransport>> LibibmadTransport::Open(
-    const MadPortOptions& options) {
-  int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS, IB_PERFORMANCE_CLASS};
+absl::StatusOr<ibmad_port*> OpenIbmadPort(const MadPortOptions& options,
+                                          absl::Span<const int> classes, absl::string_view what) {
   std::string ca = options.ca_name;
-  ibmad_port* port = mad_rpc_open_port(ca.empty() ? nullptr : ca.data(), options.ca_port, classes,
-                                       static_cast<int>(sizeof(classes) / sizeof(classes[0])));
+  std::vector<int> cls(classes.begin(), classes.end());
+  ibmad_port* port = mad_rpc_open_port(ca.empty() ? nullptr : ca.data(), options.ca_port,
+                                       cls.data(), static_cast<int>(cls.size()));
   if (port == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "libibmad: cannot open CA port ", ca.empty() ? "(default)" : ca, ":", options.ca_port,
-        " for MADs (no umad device, or no access to /dev/infiniband/umad*)"));
+        " for ", what, " (no umad device, or no access to /dev/infiniband/umad*)"));
   }
   const int64_t timeout_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(options.timeout));
   mad_rpc_set_timeout(port, static_cast<int>(timeout_ms));
   // libibmad's "retries" is the number of attempts (0 means its default of 3).
   mad_rpc_set_retries(port, std::max(1, options.retries + 1));
-  return std::unique_ptr<LibibmadTransport>(new LibibmadTransport(port));
+  return port;
+}
+
+absl::StatusOr<std::unique_ptr<LibibmadTransport>> LibibmadTransport::Open(
+    const MadPortOptions& options) {
+  const int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS, IB_PERFORMANCE_CLASS};
+  absl::StatusOr<ibmad_port*> port = OpenIbmadPort(options, classes, "MADs");
+  if (!port.ok()) return port.status();
+  return std::unique_ptr<LibibmadTransport>(new LibibmadTransport(*port));
 }
 
 LibibmadTransport::~LibibmadTransport() {

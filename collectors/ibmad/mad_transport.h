@@ -15,7 +15,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "collectors/ibmad/mad_fields.h"
 
 struct ibmad_port;
@@ -60,6 +62,13 @@ struct MadPortOptions {
   absl::Duration timeout = absl::Milliseconds(200);
   int retries = 1;
 };
+
+// Opens the local CA port for the management `classes` (IB_SMI_CLASS, ...) with `options`'
+// timeout and retries. Unavailable, naming the CA and `what` the MADs are for, when there is no
+// usable port (no umad device, no permission on /dev/infiniband/umad*). Close with
+// mad_rpc_close_port.
+absl::StatusOr<ibmad_port*> OpenIbmadPort(const MadPortOptions& options,
+                                          absl::Span<const int> classes, absl::string_view what);
 
 class LibibmadTransport final : public MadTransport {
  public:
