@@ -25,6 +25,7 @@
 #include "daemon/aggregator/alerts/hmac.h"
 #include "daemon/aggregator/alerts/http_client.h"
 #include "nlohmann/json.hpp"
+#include "tests/aggregator/alertmanager_process.h"
 #include "tests/aggregator/http_receiver.h"
 #include "tests/aggregator/ingest_test_util.h"
 #include "tests/testing/process.h"
@@ -35,26 +36,13 @@ namespace ringside {
 namespace {
 
 using testing::BinaryPath;
+using testing::Alertmanager;
+using testing::FreePort;
+using testing::Get;
 using testing::HttpReceiver;
 
-constexpr char kAlertmanager[] = "/usr/bin/prometheus-alertmanager";
+constexpr const char* kAlertmanager = testing::kAlertmanagerBinary;
 constexpr char kSecret[] = "correct horse battery staple";
-
-int FreePort() {
-  HttpReceiver r;
-  const int port = r.port();
-  r.Stop();
-  return port;
-}
-
-std::optional<std::string> Get(int port, const std::string& path) {
-  daemon::HttpClientRequest req;
-  req.url = *daemon::ParseHttpUrl(absl::StrCat("http://127.0.0.1:", port, path));
-  req.timeout = absl::Seconds(5);
-  auto r = daemon::SendHttp(req);
-  if (!r.ok() || r->status != 200) return std::nullopt;
-  return r->body;
-}
 
 // Waits (bounded) until `pred` holds.
 template <typename Pred>
@@ -66,70 +54,6 @@ bool Eventually(Pred pred, absl::Duration timeout) {
   }
   return pred();
 }
-
-class Alertmanager {
- public:
-  // Routes every alert to `notify_url` (send_resolved), with 1 s grouping. Clustering off unless
-  // `cluster_flags` are given (--cluster.listen-address and the rest).
-  Alertmanager(const std::string& dir, const std::string& notify_url,
-               std::vector<std::string> cluster_flags = {"--cluster.listen-address="})
-      : port_(FreePort()) {
-    std::filesystem::create_directories(dir + "/am");
-    const std::string config = dir + "/alertmanager.yml";
-    std::ofstream(config) << "route:\n"
-                             "  receiver: hook\n"
-                             "  group_by: ['alertname', 'ringside_incident_key']\n"
-                             "  group_wait: 1s\n"
-                             "  group_interval: 1s\n"
-                             "  repeat_interval: 1h\n"
-                             "receivers:\n"
-                             "  - name: hook\n"
-                             "    webhook_configs:\n"
-                             "      - url: '"
-                          << notify_url << "'\n        send_resolved: true\n";
-    std::vector<std::string> argv = {kAlertmanager, "--config.file=" + config,
-                                     "--storage.path=" + dir + "/am",
-                                     absl::StrCat("--web.listen-address=127.0.0.1:", port_),
-                                     "--log.level=info"};
-    argv.insert(argv.end(), cluster_flags.begin(), cluster_flags.end());
-    process_ = std::make_unique<testing::Process>(argv, dir);
-  }
-  // Whether its cluster has settled with `peers` members (GET /api/v2/status).
-  bool ClusterReady(size_t peers) {
-    std::optional<std::string> body = Get(port_, "/api/v2/status");
-    if (!body) return false;
-    auto j = nlohmann::json::parse(*body, nullptr, false);
-    if (j.is_discarded() || !j.contains("cluster")) return false;
-    return j["cluster"].value("status", "") == "ready" && j["cluster"].contains("peers") &&
-           j["cluster"]["peers"].size() == peers;
-  }
-  ~Alertmanager() {
-    process_->Signal(SIGTERM);
-    process_->Wait(absl::Seconds(10));
-  }
-  bool WaitReady() {
-    return Eventually([&] { return Get(port_, "/-/ready").has_value(); }, absl::Seconds(30));
-  }
-  // GET /api/v2/alerts: the alerts Alertmanager holds that have not ended.
-  nlohmann::json Alerts() {
-    std::optional<std::string> body = Get(port_, "/api/v2/alerts");
-    if (!body) return nlohmann::json::array();
-    return nlohmann::json::parse(*body, nullptr, false);
-  }
-  std::optional<nlohmann::json> Find(const std::string& alertname) {
-    for (const auto& a : Alerts()) {
-      if (a.contains("labels") && a["labels"].value("alertname", "") == alertname) return a;
-    }
-    return std::nullopt;
-  }
-  int port() const { return port_; }
-  std::string url() const { return absl::StrCat("http://127.0.0.1:", port_); }
-  std::string Stderr() const { return process_->Stderr(); }
-
- private:
-  int port_;
-  std::unique_ptr<testing::Process> process_;
-};
 
 class Aggregator {
  public:

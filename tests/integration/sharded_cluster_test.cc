@@ -37,7 +37,9 @@
 #include "sim/scenario.h"
 #include "sim/sim_names.h"
 #include "sim/topology_writer.h"
+#include "tests/aggregator/alertmanager_process.h"
 #include "tests/aggregator/http_receiver.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/process.h"
 #include "tests/testing/prom_text.h"
 #include "tests/testing/temp_dir.h"
@@ -49,27 +51,13 @@ using testing::BinaryPath;
 using testing::HttpReceiver;
 using json = nlohmann::json;
 
-constexpr char kAlertmanager[] = "/usr/bin/prometheus-alertmanager";
 constexpr int kShards = 2;
 constexpr int kReplicas = 2;
+using testing::Alertmanager;
+using testing::FreePort;
+using testing::Get;
 
-int FreePort() {
-  HttpReceiver r;
-  const int port = r.port();
-  r.Stop();
-  return port;
-}
-
-std::optional<std::string> Get(int port, const std::string& path) {
-  daemon::HttpClientRequest req;
-  req.url = *daemon::ParseHttpUrl(absl::StrCat("http://127.0.0.1:", port, path));
-  req.timeout = absl::Seconds(5);
-  auto r = daemon::SendHttp(req);
-  if (!r.ok() || r->status != 200) return std::nullopt;
-  return r->body;
-}
-
-// One peer of a 2-node Alertmanager cluster: every alert to `notify_url`, grouped per incident.
+// One peer of a 2-node Alertmanager cluster, every alert to the test's receiver.
 //
 // group_interval (6 s) is longer than the peers' wait (--cluster.peer-timeout 3 s × position 1),
 // as in Alertmanager's defaults (5 m and 15 s): a group's timer is re-armed before its flush, so
@@ -77,60 +65,16 @@ std::optional<std::string> Get(int port, const std::string& path) {
 // notification log 3 s later, finds the first one's notification of the same state. With a
 // group_interval shorter than the wait (1 s here once gave that), the second peer flushes a
 // snapshot taken up to 15 s earlier: it re-sends "firing" after the first peer sent "resolved",
-// then "resolved" again — duplicates Alertmanager makes by itself (docs/alerts.md).
-class AlertmanagerPeer {
- public:
-  AlertmanagerPeer(const std::string& dir, const std::string& notify_url, int cluster_port,
-                   int other_cluster_port)
-      : port_(FreePort()) {
-    std::filesystem::create_directories(dir);
-    const std::string config = dir + "/alertmanager.yml";
-    std::ofstream(config) << "route:\n"
-                             "  receiver: hook\n"
-                             "  group_by: ['alertname', 'ringside_incident_key']\n"
-                             "  group_wait: 1s\n"
-                             "  group_interval: 6s\n"
-                             "  repeat_interval: 1h\n"
-                             "receivers:\n"
-                             "  - name: hook\n"
-                             "    webhook_configs:\n"
-                             "      - url: '"
-                          << notify_url << "'\n        send_resolved: true\n";
-    process_ = std::make_unique<testing::Process>(
-        std::vector<std::string>{kAlertmanager, "--config.file=" + config,
-                                 "--storage.path=" + dir,
-                                 absl::StrCat("--web.listen-address=127.0.0.1:", port_),
-                                 absl::StrCat("--cluster.listen-address=127.0.0.1:", cluster_port),
-                                 absl::StrCat("--cluster.peer=127.0.0.1:", other_cluster_port),
-                                 "--cluster.peer-timeout=3s", "--log.level=info"},
-        dir);
-  }
-  ~AlertmanagerPeer() {
-    process_->Signal(SIGTERM);
-    process_->Wait(absl::Seconds(10));
-  }
-  // Ready, and the cluster formed (both peers see each other).
-  bool WaitClustered() {
-    const absl::Time end = absl::Now() + absl::Seconds(60);
-    while (absl::Now() < end) {
-      if (std::optional<std::string> s = Get(port_, "/api/v2/status")) {
-        json j = json::parse(*s, nullptr, false);
-        if (j.is_object() && j["cluster"].value("status", "") == "ready" &&
-            j["cluster"]["peers"].size() == 2) {
-          return true;
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(200));
-    }
-    return false;
-  }
-  std::string url() const { return absl::StrCat("http://127.0.0.1:", port_); }
-  std::string Stderr() const { return process_->Stderr(); }
-
- private:
-  int port_;
-  std::unique_ptr<testing::Process> process_;
-};
+// then "resolved" again — duplicates Alertmanager makes by itself (docs/scale.md).
+std::unique_ptr<Alertmanager> ClusterPeer(const std::string& dir, const std::string& notify_url,
+                                          int cluster_port, int other_cluster_port) {
+  return std::make_unique<Alertmanager>(
+      dir, notify_url,
+      std::vector<std::string>{absl::StrCat("--cluster.listen-address=127.0.0.1:", cluster_port),
+                               absl::StrCat("--cluster.peer=127.0.0.1:", other_cluster_port),
+                               "--cluster.peer-timeout=3s"},
+      "6s");
+}
 
 // The node and job layout: which shard each node's counters go to (by its leaf), and a job id
 // that hashes to the other shard than the storm's node.
@@ -259,8 +203,9 @@ class ShardedClusterTest : public ::testing::Test {
 };
 
 TEST_F(ShardedClusterTest, AStormOnShardACausesAStragglerOnShardBAndEachIsPagedOnceThroughRestarts) {
-  if (access(kAlertmanager, X_OK) != 0) {
-    GTEST_SKIP() << kAlertmanager << " is not installed (Debian prometheus-alertmanager)";
+  if (access(testing::kAlertmanagerBinary, X_OK) != 0) {
+    GTEST_SKIP() << testing::kAlertmanagerBinary
+                 << " is not installed (Debian prometheus-alertmanager)";
   }
   scenario_.name = "sharded";
   scenario_.nodes = 8;
@@ -294,13 +239,12 @@ TEST_F(ShardedClusterTest, AStormOnShardACausesAStragglerOnShardBAndEachIsPagedO
 
   HttpReceiver hook;
   const int c1 = FreePort(), c2 = FreePort();
-  AlertmanagerPeer am1(dir_.path() + "/am1", hook.url(), c1, c2);
-  AlertmanagerPeer am2(dir_.path() + "/am2", hook.url(), c2, c1);
-  ASSERT_TRUE(am1.WaitClustered()) << am1.Stderr();
-  ASSERT_TRUE(am2.WaitClustered()) << am2.Stderr();
-  // The resolution is held until the alert has been firing for group_wait (1 s) + the second
-  // peer's wait (3 s) + a margin (docs/alerts.md, "Short incidents"): 10 s here, 75 s by default.
-  scenario_.aggregator_args = {"--alertmanager-url=" + am1.url() + "," + am2.url(),
+  std::unique_ptr<Alertmanager> am1 = ClusterPeer(dir_.path() + "/am1", hook.url(), c1, c2);
+  std::unique_ptr<Alertmanager> am2 = ClusterPeer(dir_.path() + "/am2", hook.url(), c2, c1);
+  ASSERT_TRUE(testing::Eventually([&] { return am1->ClusterReady(2) && am2->ClusterReady(2); },
+                                  absl::Seconds(60), absl::Milliseconds(200)))
+      << am1->Stderr() << am2->Stderr();
+  scenario_.aggregator_args = {"--alertmanager-url=" + am1->url() + "," + am2->url(),
                                "--alert-resend-interval=5s", "--alert-min-firing=10s"};
 
   sim::ClusterOptions co;
