@@ -403,6 +403,7 @@ void LinkDetector::ObserveEvent(const LinkEvent& e, std::vector<Finding>& out) {
   Transition(l, e.to, lo, hi, witness, e.time,
              e.source == "netlink" ? "netlink event"
              : e.source == "verbs" ? "verbs event"
+             : e.source == "sysfs" ? "port state poll"
                                    : "event",
              out);
   if (e.to == LinkState::kUp) Confirm(l, e.time, out);

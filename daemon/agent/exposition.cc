@@ -204,6 +204,12 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
       out.Add(AgentFamily("ringside_agent_netlink_receive_buffer_capped"), {{"node", node}},
               r->netlink_receive_buffer_bytes() < r->netlink_receive_buffer_wanted() ? 1 : 0);
     }
+    if (r->has_port_states()) {
+      out.Add(AgentFamily("ringside_agent_port_state_watch_ports"), {{"node", node}},
+              static_cast<double>(r->port_state_ports()));
+      out.Add(AgentFamily("ringside_agent_port_state_watch_read_failures_total"), {{"node", node}},
+              static_cast<double>(r->port_state_read_failures()));
+    }
     if (r->has_verbs()) {
       out.Add(AgentFamily("ringside_agent_verbs_device_removals_total"), {{"node", node}},
               static_cast<double>(r->verbs_removals()));
@@ -218,6 +224,8 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
           static_cast<double>(snap.cycle));
   out.Add(AgentFamily("ringside_agent_cycle_overruns_total"), {{"node", node}},
           static_cast<double>(snap.overruns_total));
+  out.Add(AgentFamily("ringside_agent_early_cycles_total"), {{"node", node}},
+          static_cast<double>(snap.early_total));
   out.Add(AgentFamily("ringside_agent_last_cycle_timestamp_seconds"), {{"node", node}},
           absl::ToDoubleSeconds(snap.timestamp - absl::UnixEpoch()));
   for (const CollectorHealth& h : snap.health) {

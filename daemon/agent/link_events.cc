@@ -90,11 +90,20 @@ LinkEventReader::~LinkEventReader() {
   }
 }
 
+void LinkEventReader::WatchPortStates(std::unique_ptr<collectors::PortStateWatcher> watcher,
+                                      absl::Duration period,
+                                      std::function<void()> on_counters_moved) {
+  port_states_ = std::move(watcher);
+  on_counters_moved_ = std::move(on_counters_moved);
+  port_state_period_ = std::max(period, absl::Milliseconds(1));
+}
+
 void LinkEventReader::Start() { thread_ = std::thread([this] { Loop(); }); }
 
 void LinkEventReader::Loop() {
   constexpr short kFailed = POLLERR | POLLHUP | POLLNVAL;
   absl::Time next_rescan = absl::Now() + options_.verbs_rescan;
+  absl::Time next_port_states = absl::InfinitePast();  // the first poll sets the ports' states
   std::vector<pollfd> fds;
   for (;;) {
     // Rebuilt every pass: the verbs watcher drops devices that fail and adds ones that come back.
@@ -111,6 +120,15 @@ void LinkEventReader::Loop() {
       timeout_ms = static_cast<int>(std::clamp<int64_t>(until, 0, timeout_ms));
     }
     if (netlink_ && netlink_->resync_owed()) timeout_ms = std::min(timeout_ms, 200);
+    if (port_states_) {
+      // Rounded up, so the poll never returns a millisecond early and spins.
+      const absl::Duration until = next_port_states - absl::Now();
+      const int64_t ms = until <= absl::ZeroDuration()
+                             ? 0
+                             : absl::ToInt64Milliseconds(until + absl::Milliseconds(1) -
+                                                         absl::Nanoseconds(1));
+      timeout_ms = static_cast<int>(std::min<int64_t>(timeout_ms, ms));
+    }
     polls_.fetch_add(1, std::memory_order_relaxed);
     const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) return;
@@ -137,6 +155,15 @@ void LinkEventReader::Loop() {
     if (verbs_ && received >= next_rescan) {
       verbs_->Rescan(received, events);
       next_rescan = received + options_.verbs_rescan;
+    }
+    if (port_states_ && received >= next_port_states) {
+      port_states_->Poll(received, events);
+      if (port_states_->TakeCountersMoved() && on_counters_moved_) on_counters_moved_();
+      // On a fixed schedule; after a stall, from now (no burst of polls to catch up).
+      next_port_states += port_state_period_;
+      if (next_port_states <= received) next_port_states = received + port_state_period_;
+      ps_ports_.store(port_states_->ports(), std::memory_order_relaxed);
+      ps_failures_.store(port_states_->read_failures(), std::memory_order_relaxed);
     }
     if (verbs_) {
       verbs_removals_.store(verbs_->removals(), std::memory_order_relaxed);

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectors/common/link_event.h"
+#include "collectors/infiniband/port_state_watch.h"
 #include "collectors/netlink/link_watcher.h"
 #include "collectors/verbs/port_events.h"
 
@@ -70,7 +71,8 @@ class LinkEventLog {
   uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Owns the event sources and the thread that waits on them.
+// Owns the event sources and the thread that waits on them (and, between waits, polls the port
+// state attributes: collectors/infiniband/port_state_watch.h).
 class LinkEventReader {
  public:
   struct Options {
@@ -85,6 +87,11 @@ class LinkEventReader {
                   std::unique_ptr<collectors::VerbsPortWatcher> verbs)
       : LinkEventReader(log, std::move(netlink), std::move(verbs), Options()) {}
   ~LinkEventReader();  // stops and joins the thread
+  // Also polls InfiniBand/RoCE port `state` attributes every `period` (before Start()), and
+  // calls `on_counters_moved` (on this thread; it must only note it) after a poll that saw a
+  // watched counter move.
+  void WatchPortStates(std::unique_ptr<collectors::PortStateWatcher> watcher,
+                       absl::Duration period, std::function<void()> on_counters_moved = {});
   void Start();
 
   // Netlink receive-queue overflows (ENOBUFS), resync dumps the kernel refused, interfaces
@@ -103,6 +110,12 @@ class LinkEventReader {
   // RDMA devices closed after their async fd failed, and reopened when they came back.
   uint64_t verbs_removals() const { return verbs_removals_.load(std::memory_order_relaxed); }
   uint64_t verbs_reopens() const { return verbs_reopens_.load(std::memory_order_relaxed); }
+  bool has_port_states() const { return port_states_ != nullptr; }
+  // Ports whose state attribute is polled, and its reads that failed.
+  uint64_t port_state_ports() const { return ps_ports_.load(std::memory_order_relaxed); }
+  uint64_t port_state_read_failures() const {
+    return ps_failures_.load(std::memory_order_relaxed);
+  }
 
  private:
   void Loop();
@@ -123,6 +136,11 @@ class LinkEventReader {
   bool has_verbs_ = false;
   std::atomic<uint64_t> verbs_removals_{0};
   std::atomic<uint64_t> verbs_reopens_{0};
+  std::unique_ptr<collectors::PortStateWatcher> port_states_;
+  absl::Duration port_state_period_ = absl::Milliseconds(100);
+  std::function<void()> on_counters_moved_;
+  std::atomic<uint64_t> ps_ports_{0};
+  std::atomic<uint64_t> ps_failures_{0};
 };
 
 }  // namespace ringside::daemon

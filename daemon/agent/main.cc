@@ -68,6 +68,16 @@ ABSL_FLAG(bool, ethtool_all_metrics, false,
           "Export every driver statistic on /metrics, not only the catalog's (mlx5 has thousands).");
 ABSL_FLAG(bool, link_events, true,
           "Watch netlink (and libibverbs, where it finds devices) for link transitions.");
+ABSL_FLAG(absl::Duration, link_state_interval, absl::Milliseconds(100),
+          "With --link_events, also read each InfiniBand/RoCE port's state attribute this often "
+          "(one pread per port), so a port that goes down is reported within this period whatever "
+          "--interval is, even without access to the verbs devices' events. 0 turns it off.");
+ABSL_FLAG(bool, early_cycle_on_errors, true,
+          "With --link_state_interval, also watch each InfiniBand port's link error counters "
+          "(symbol_error, link_error_recovery, link_downed, port_rcv_errors, "
+          "local_link_integrity_errors, excessive_buffer_overrun_errors) at that period, and run "
+          "the sampling cycle at once when one moves (at most one extra cycle per interval), so an "
+          "error burst is reported within the period whatever --interval is.");
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
           "List ports and counter files again at this interval.");
 ABSL_FLAG(std::string, aggregator, "",
@@ -181,6 +191,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const absl::Duration interval = absl::GetFlag(FLAGS_interval);
+  if (absl::GetFlag(FLAGS_link_state_interval) < absl::ZeroDuration()) {
+    std::fprintf(stderr, "ringside-agent: --link_state_interval must be 0 (off) or positive\n");
+    return 2;
+  }
   if (interval < absl::Milliseconds(1)) {
     std::fprintf(stderr, "ringside-agent: --interval must be at least 1ms\n");
     return 2;
@@ -322,6 +336,20 @@ int main(int argc, char** argv) {
     if (auto v = ringside::collectors::VerbsPortWatcher::Open(); v.ok()) verbs = std::move(*v);
     link_reader = std::make_unique<ringside::daemon::LinkEventReader>(&link_log, std::move(netlink),
                                                                       std::move(verbs));
+    if (const absl::Duration period = absl::GetFlag(FLAGS_link_state_interval);
+        period > absl::ZeroDuration()) {
+      ringside::collectors::PortStateWatchOptions po;
+      po.sysfs_root = ib.sysfs_root;
+      std::function<void()> on_errors;
+      if (absl::GetFlag(FLAGS_early_cycle_on_errors) && period < interval) {
+        po.counters = {"symbol_error",    "link_error_recovery",         "link_downed",
+                       "port_rcv_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors"};
+        sampler.EnableEarlyCycles();
+        on_errors = [&sampler] { sampler.RequestCycle(); };
+      }
+      link_reader->WatchPortStates(std::make_unique<ringside::collectors::PortStateWatcher>(po),
+                                   period, std::move(on_errors));
+    }
     link_reader->Start();
   }
 

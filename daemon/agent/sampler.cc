@@ -1,5 +1,7 @@
 #include "daemon/agent/sampler.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -25,6 +27,7 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
   snap->node = options_.node;
   snap->cycle = ++cycle_;
   snap->overruns_total = overruns_;
+  snap->early_total = early_;
   snap->collectors.resize(collectors_.size());
   const absl::Time cycle_start = now_();
   last_start_ = cycle_start;
@@ -63,17 +66,52 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
   return published;
 }
 
+void Sampler::RequestCycle() {
+  absl::MutexLock lock(&wake_mu_);
+  wake_ = true;
+  wake_cv_.Signal();
+}
+
 void Sampler::Run(absl::Notification& stop,
                   const std::function<void(const std::shared_ptr<const AgentSnapshot>&)>& on_cycle) {
+  // With early cycles the wait is on wake_cv_, so a stop must wake it too: relayed from `stop`.
+  std::thread relay;
+  if (early_enabled_) {
+    relay = std::thread([this, &stop] {
+      stop.WaitForNotification();
+      absl::MutexLock lock(&wake_mu_);
+      stopping_ = true;
+      wake_cv_.Signal();
+    });
+  }
   // After a RunOnce() the schedule continues one interval after that cycle began.
   absl::Time next = cycle_ > 0 ? last_start_ + options_.interval : now_();
+  bool early_used = false;  // this slot already had its early cycle
   while (!stop.HasBeenNotified()) {
     const absl::Time wait_until = next;
-    if (now_() < wait_until) {
-      if (stop.WaitForNotificationWithTimeout(wait_until - now_())) break;
+    bool early = false;
+    if (!early_enabled_) {
+      if (now_() < wait_until && stop.WaitForNotificationWithTimeout(wait_until - now_())) break;
+    } else {
+      absl::MutexLock lock(&wake_mu_);
+      // A request in a slot that had its early cycle waits for the slot's scheduled cycle.
+      while (!stopping_ && !(wake_ && !early_used)) {
+        const absl::Duration left = wait_until - now_();
+        if (left <= absl::ZeroDuration()) break;
+        wake_cv_.WaitWithTimeout(&wake_mu_, left);
+      }
+      if (stopping_) break;
+      early = wake_ && !early_used && now_() < wait_until;
+      wake_ = false;  // an early cycle, or the scheduled one, reads what moved
     }
+    if (early) ++early_;  // before RunOnce, which publishes the count
     std::shared_ptr<const AgentSnapshot> snap = RunOnce();
     if (on_cycle) on_cycle(snap);
+    if (early) {
+      early_used = true;
+      continue;  // the schedule is unchanged
+    }
+    early_used = false;
     next += options_.interval;
     const absl::Time now = now_();
     if (now > next) {
@@ -84,6 +122,7 @@ void Sampler::Run(absl::Notification& stop,
       if (next < now) next = now;
     }
   }
+  if (relay.joinable()) relay.join();
 }
 
 std::shared_ptr<const AgentSnapshot> Sampler::Latest() const {

@@ -38,6 +38,7 @@ struct AgentSnapshot {
   std::vector<collectors::CollectorSnapshot> collectors;
   std::vector<CollectorHealth> health;  // parallel to collectors
   uint64_t overruns_total = 0;          // cycles that started late because the previous overran
+  uint64_t early_total = 0;             // cycles run ahead of the schedule (RequestCycle)
 };
 
 struct SamplerOptions {
@@ -66,6 +67,14 @@ class Sampler {
 
   std::shared_ptr<const AgentSnapshot> Latest() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Asks Run() for one cycle now, ahead of the schedule: a watched error counter moved, and its
+  // delta should reach the aggregator without waiting for the next slot. The schedule itself is
+  // kept, and at most one early cycle runs between two scheduled ones, so a counter that keeps
+  // moving costs at most twice the scheduled rate. Thread-safe; a no-op unless
+  // EnableEarlyCycles() was called before Run().
+  void RequestCycle() ABSL_LOCKS_EXCLUDED(wake_mu_);
+  void EnableEarlyCycles() { early_enabled_ = true; }
+
  private:
   SamplerOptions options_;
   std::vector<std::unique_ptr<collectors::Collector>> collectors_;
@@ -77,6 +86,12 @@ class Sampler {
   uint64_t cycle_ = 0;
   absl::Time last_start_;
   uint64_t overruns_ = 0;
+  uint64_t early_ = 0;
+  bool early_enabled_ = false;
+  absl::Mutex wake_mu_;
+  absl::CondVar wake_cv_;
+  bool wake_ ABSL_GUARDED_BY(wake_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(wake_mu_) = false;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const AgentSnapshot> latest_ ABSL_GUARDED_BY(mu_);

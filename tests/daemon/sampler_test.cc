@@ -107,5 +107,37 @@ TEST(SamplerTest, RunCyclesUntilStopped) {
   EXPECT_EQ(calls.load(), seen.load());
 }
 
+// RequestCycle(): one cycle ahead of the slot, at most one per slot, the schedule kept; a stop
+// still ends Run() at once (not at the next slot) although it waits on its own condition.
+TEST(SamplerTest, ARequestedCycleRunsAtOnceAtMostOncePerSlotAndStopStaysPrompt) {
+  std::atomic<int> calls{0};
+  std::vector<std::unique_ptr<collectors::Collector>> cs;
+  cs.push_back(std::make_unique<CountingCollector>(&calls));
+  SamplerOptions opts{"n1"};
+  opts.interval = absl::Seconds(30);  // the slots never come in this test: only requests cycle
+  Sampler s(opts, std::move(cs));
+  s.EnableEarlyCycles();
+  absl::Notification stop;
+  std::atomic<int> seen{0};
+  std::thread t([&] { s.Run(stop, [&](const auto&) { ++seen; }); });
+  auto wait_for = [&](int n) {
+    for (int i = 0; i < 2000 && seen.load() < n; ++i) absl::SleepFor(absl::Milliseconds(5));
+    return seen.load();
+  };
+  ASSERT_EQ(wait_for(1), 1);  // the first scheduled cycle runs at once
+  s.RequestCycle();
+  ASSERT_EQ(wait_for(2), 2) << "a request runs a cycle without waiting for the 30 s slot";
+  EXPECT_EQ(s.Latest()->early_total, 1u);
+  s.RequestCycle();
+  s.RequestCycle();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(seen.load(), 2) << "one early cycle per slot";
+  const absl::Time before = absl::Now();
+  stop.Notify();
+  t.join();
+  EXPECT_LT(absl::Now() - before, absl::Seconds(10)) << "stop waited for the slot";
+  EXPECT_EQ(calls.load(), 2);
+}
+
 }  // namespace
 }  // namespace ringside::daemon
