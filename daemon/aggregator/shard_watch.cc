@@ -98,10 +98,11 @@ void ShardWatch::Run(size_t i) {
     bool worked = false;
     for (size_t k = 0; k < shard.replicas.size() && !stop_.HasBeenNotified(); ++k) {
       const size_t r = (next + k) % shard.replicas.size();
+      const absl::Time began = absl::Now();
       if (WatchOnce(i, shard.replicas[r])) {
-        worked = true;
         // It worked until the stream ended: try the other replica first next time (this one
-        // was probably killed or restarted).
+        // was probably killed or restarted). A stream that ended at once counts as a failure.
+        worked = absl::Now() - began >= options_.healthy_stream;
         next = (r + 1) % shard.replicas.size();
         break;
       }

@@ -44,6 +44,10 @@ struct ShardWatchOptions {
   absl::Duration backoff_initial = absl::Milliseconds(500);
   absl::Duration backoff_max = absl::Seconds(30);
   absl::Duration keepalive = absl::Seconds(10);  // pings on an idle stream, to notice a dead peer
+  // A stream that ends sooner than this after its snapshot is no proof the replica works (one
+  // that accepts and drops streams again and again): the next attempt backs off as after a
+  // failure, so the watch never spins.
+  absl::Duration healthy_stream = absl::Seconds(2);
   std::function<void(const std::string&)> log;
 };
 
