@@ -18,11 +18,7 @@ absl::StatusOr<std::unique_ptr<LibibmadDrTransport>> LibibmadDrTransport::Open(
   const int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS};
   absl::StatusOr<ibmad_port*> port = OpenIbmadPort(options, classes, "directed-route SMPs");
   if (!port.ok()) return port.status();
-  return std::unique_ptr<LibibmadDrTransport>(new LibibmadDrTransport(*port));
-}
-
-LibibmadDrTransport::~LibibmadDrTransport() {
-  if (port_ != nullptr) mad_rpc_close_port(port_);
+  return OnPort(std::make_shared<SharedIbmadPort>(*port));
 }
 
 absl::Status LibibmadDrTransport::SmpGetDr(absl::Span<const uint8_t> path, uint16_t attr,
@@ -52,11 +48,15 @@ absl::Status LibibmadDrTransport::SmpGetDr(absl::Span<const uint8_t> path, uint1
   rpc.timeout = 0;  // the port's timeout
   rpc.datasz = IB_SMP_DATA_SIZE;
   rpc.dataoffs = IB_SMP_DATA_OFFS;
-  rpc.mkey = smp_mkey_get(port_);
+  rpc.mkey = smp_mkey_get(port_->port);
 
   uint8_t payload[IB_MAD_SIZE];
   std::memset(payload, 0, sizeof(payload));
-  void* got = mad_rpc(port_, reinterpret_cast<ib_rpc_t*>(&rpc), &dport, payload, out.data());
+  void* got;
+  {
+    absl::MutexLock lock(&port_->mu);
+    got = mad_rpc(port_->port, reinterpret_cast<ib_rpc_t*>(&rpc), &dport, payload, out.data());
+  }
   if (got != nullptr) return absl::OkStatus();
   const std::string what = absl::StrFormat("DR SMP Get attr 0x%02x mod %u via path [%s]", attr,
                                            mod, absl::StrJoin(path, ","));

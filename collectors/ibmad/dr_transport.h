@@ -42,7 +42,11 @@ class LibibmadDrTransport final : public DrSmpTransport {
   // Opens the local port for directed-route SMPs (the same umad access as the fabric scan:
   // read/write on /dev/infiniband/umad*). Unavailable when there is no usable CA port.
   static absl::StatusOr<std::unique_ptr<LibibmadDrTransport>> Open(const MadPortOptions& options);
-  ~LibibmadDrTransport() override;
+  // On a port shared with the fabric scan (mad_transport.h).
+  static std::unique_ptr<LibibmadDrTransport> OnPort(std::shared_ptr<SharedIbmadPort> port) {
+    return std::unique_ptr<LibibmadDrTransport>(new LibibmadDrTransport(std::move(port)));
+  }
+  ~LibibmadDrTransport() override = default;
   LibibmadDrTransport(const LibibmadDrTransport&) = delete;
   LibibmadDrTransport& operator=(const LibibmadDrTransport&) = delete;
 
@@ -50,8 +54,8 @@ class LibibmadDrTransport final : public DrSmpTransport {
                         MadData& out) override;
 
  private:
-  explicit LibibmadDrTransport(ibmad_port* port) : port_(port) {}
-  ibmad_port* port_;
+  explicit LibibmadDrTransport(std::shared_ptr<SharedIbmadPort> port) : port_(std::move(port)) {}
+  std::shared_ptr<SharedIbmadPort> port_;
 };
 
 }  // namespace ringside::collectors

@@ -13,6 +13,13 @@ std::unique_ptr<IbDiscoveryCollector> IbDiscoveryCollector::Create(IbDiscoveryOp
   return std::make_unique<IbDiscoveryCollector>(std::move(options), *std::move(t));
 }
 
+std::unique_ptr<IbDiscoveryCollector> IbDiscoveryCollector::Create(
+    IbDiscoveryOptions options, std::shared_ptr<SharedIbmadPort> port) {
+  if (port == nullptr) return Create(std::move(options));
+  return std::make_unique<IbDiscoveryCollector>(std::move(options),
+                                                LibibmadDrTransport::OnPort(std::move(port)));
+}
+
 IbDiscoveryCollector::IbDiscoveryCollector(IbDiscoveryOptions options,
                                            std::unique_ptr<DrSmpTransport> transport,
                                            absl::Status availability)
@@ -66,12 +73,25 @@ void IbDiscoveryCollector::Run() {
       for (const std::string& m : stats.messages) {
         if (error_messages_.size() < CycleErrors::kMaxMessages) error_messages_.push_back(m);
       }
-      if (graph.complete) table_ = std::move(table);
+      if (graph.complete) {
+        table_ = std::move(table);
+        std::vector<ScanTarget> targets = SwitchScanTargets(graph);
+        if (targets_version_ == 0 || ScanTargetsToString(targets) != ScanTargetsToString(switch_targets_)) {
+          switch_targets_ = std::move(targets);
+          ++targets_version_;
+        }
+      }
       last_stats_ = std::move(stats);
     }
     next = start + options_.period;
     if (next < absl::Now()) next = absl::Now();
   }
+}
+
+std::vector<ScanTarget> IbDiscoveryCollector::SwitchTargets(uint64_t* version) const {
+  absl::MutexLock l(&mu_);
+  *version = targets_version_;
+  return switch_targets_;
 }
 
 void IbDiscoveryCollector::Collect(absl::Time /*now*/, CollectorSnapshot& out,

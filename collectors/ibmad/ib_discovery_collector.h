@@ -35,6 +35,9 @@ class IbDiscoveryCollector final : public Collector {
  public:
   // Opens the local port; when that fails the collector is unavailable and publishes nothing.
   static std::unique_ptr<IbDiscoveryCollector> Create(IbDiscoveryOptions options);
+  // On a port shared with the fabric scan (null: opens its own, as above).
+  static std::unique_ptr<IbDiscoveryCollector> Create(IbDiscoveryOptions options,
+                                                      std::shared_ptr<SharedIbmadPort> port);
   // With a given transport (tests); null: unavailable with `availability`.
   IbDiscoveryCollector(IbDiscoveryOptions options, std::unique_ptr<DrSmpTransport> transport,
                        absl::Status availability = absl::OkStatus());
@@ -43,6 +46,10 @@ class IbDiscoveryCollector final : public Collector {
   absl::string_view name() const override { return "ibdisc"; }
   void Collect(absl::Time now, CollectorSnapshot& out, CycleErrors& errors) override;
   absl::Status Availability() const override { return availability_; }
+
+  // The switches of the last complete pass as fabric-scan targets (SwitchScanTargets), and a
+  // version that changes when they do (0: no complete pass yet). Thread-safe.
+  std::vector<ScanTarget> SwitchTargets(uint64_t* version) const;
 
   // Passes finished (complete or not), and the stats of the last one.
   uint64_t passes() const;
@@ -61,6 +68,8 @@ class IbDiscoveryCollector final : public Collector {
   uint64_t reported_errors_ ABSL_GUARDED_BY(mu_) = 0;  // failed SMPs not yet told to a cycle
   std::vector<std::string> error_messages_ ABSL_GUARDED_BY(mu_);
   DiscoveryStats last_stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<ScanTarget> switch_targets_ ABSL_GUARDED_BY(mu_);
+  uint64_t targets_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

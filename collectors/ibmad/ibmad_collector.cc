@@ -40,6 +40,13 @@ std::unique_ptr<IbmadCollector> IbmadCollector::Create(IbmadOptions options) {
   return std::make_unique<IbmadCollector>(std::move(options), *std::move(transport));
 }
 
+std::unique_ptr<IbmadCollector> IbmadCollector::Create(IbmadOptions options,
+                                                       std::shared_ptr<SharedIbmadPort> port) {
+  if (port == nullptr) return Create(std::move(options));
+  return std::make_unique<IbmadCollector>(std::move(options),
+                                          LibibmadTransport::OnPort(std::move(port)));
+}
+
 IbmadCollector::IbmadCollector(IbmadOptions options, std::unique_ptr<MadTransport> transport,
                                absl::Status availability)
     : options_(std::move(options)),
@@ -255,13 +262,39 @@ void IbmadCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleErrors
     out.values.clear();
     return;
   }
-  if (DiscoverDue(now, errors)) BuildTable();
+  bool retarget = false;
+  if (options_.target_source) {
+    uint64_t version = 0;
+    std::vector<ScanTarget> targets = options_.target_source(&version);
+    if (version != targets_version_) {
+      targets_version_ = version;
+      SetTargets(targets);
+      retarget = true;
+    }
+  }
+  if (DiscoverDue(now, errors) || retarget) BuildTable();
   out.table = table_;
   out.values.assign(table_->defs.size(), Value{});
   for (const Node& node : scanned_) ReadNode(node, now, out.values, errors);
   // Every scanned port was just observed; what was not is no longer scanned (a node replaced
   // behind its LID).
   transitions_.ForgetOlderThan(now - options_.rediscover_interval);
+}
+
+void IbmadCollector::SetTargets(const std::vector<ScanTarget>& targets) {
+  std::vector<Target> next;
+  for (const ScanTarget& spec : targets) {
+    Target t;
+    t.spec = spec;
+    for (Target& old : targets_) {
+      if (old.spec.lid == spec.lid && old.spec.ports == spec.ports) {
+        t = std::move(old);
+        break;
+      }
+    }
+    next.push_back(std::move(t));
+  }
+  targets_ = std::move(next);
 }
 
 std::vector<LinkEvent> IbmadCollector::TakeEvents() {

@@ -26,6 +26,7 @@
 #define RINGSIDE_COLLECTORS_IBMAD_IBMAD_COLLECTOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ namespace ringside::collectors {
 
 struct IbmadOptions {
   std::vector<ScanTarget> targets;
+  // Where the targets come from instead, when set (`--fabric-scan=discovered`: the switches of
+  // the agent's own subnet discovery). Asked at the start of every cycle; returns the targets
+  // and a version that changes when they do. Targets kept across a change keep their discovery.
+  std::function<std::vector<ScanTarget>(uint64_t* version)> target_source;
   // The local CA port, MAD timeout and retries.
   MadPortOptions port;
   // Read data and packet counters from PortCountersExtended (64-bit) where the PMA has it.
@@ -62,6 +67,9 @@ class IbmadCollector final : public Collector {
   // Opens the local CA port with libibmad. When that fails the collector is unavailable
   // (Availability() says why) and every cycle is empty.
   static std::unique_ptr<IbmadCollector> Create(IbmadOptions options);
+  // On a port shared with the subnet discovery (null: opens its own, as above).
+  static std::unique_ptr<IbmadCollector> Create(IbmadOptions options,
+                                                std::shared_ptr<SharedIbmadPort> port);
 
   // With a given transport (tests). A null transport makes the collector unavailable with
   // `availability`.
@@ -110,7 +118,11 @@ class IbmadCollector final : public Collector {
   IbmadOptions options_;
   std::unique_ptr<MadTransport> transport_;
   absl::Status availability_;
+  // Replaces the targets: ones that stay keep their node, new ones are discovered this cycle.
+  void SetTargets(const std::vector<ScanTarget>& targets);
+
   std::vector<Target> targets_;
+  uint64_t targets_version_ = 0;
   absl::Time last_rediscovery_ = absl::InfinitePast();
   std::shared_ptr<const SeriesTable> table_;
   // Nodes in table order, with their first_value set; a node whose GUID and ports duplicate an

@@ -49,11 +49,18 @@ absl::StatusOr<std::unique_ptr<LibibmadTransport>> LibibmadTransport::Open(
   const int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS, IB_PERFORMANCE_CLASS};
   absl::StatusOr<ibmad_port*> port = OpenIbmadPort(options, classes, "MADs");
   if (!port.ok()) return port.status();
-  return std::unique_ptr<LibibmadTransport>(new LibibmadTransport(*port));
+  return OnPort(std::make_shared<SharedIbmadPort>(*port));
 }
 
-LibibmadTransport::~LibibmadTransport() {
-  if (port_ != nullptr) mad_rpc_close_port(port_);
+SharedIbmadPort::~SharedIbmadPort() {
+  if (port != nullptr) mad_rpc_close_port(port);
+}
+
+absl::StatusOr<std::shared_ptr<SharedIbmadPort>> OpenSharedIbmadPort(const MadPortOptions& options) {
+  const int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS, IB_PERFORMANCE_CLASS};
+  absl::StatusOr<ibmad_port*> port = OpenIbmadPort(options, classes, "MADs");
+  if (!port.ok()) return port.status();
+  return std::make_shared<SharedIbmadPort>(*port);
 }
 
 absl::Status LibibmadTransport::Get(int mgmt_class, uint16_t lid, uint16_t attr, uint32_t mod,
@@ -69,7 +76,7 @@ absl::Status LibibmadTransport::Get(int mgmt_class, uint16_t lid, uint16_t attr,
   if (smp) {
     rpc.datasz = IB_SMP_DATA_SIZE;
     rpc.dataoffs = IB_SMP_DATA_OFFS;
-    rpc.mkey = smp_mkey_get(port_);
+    rpc.mkey = smp_mkey_get(port_->port);
   } else {
     rpc.datasz = IB_PC_DATA_SZ;
     rpc.dataoffs = IB_PC_DATA_OFFS;
@@ -81,7 +88,11 @@ absl::Status LibibmadTransport::Get(int mgmt_class, uint16_t lid, uint16_t attr,
   uint8_t payload[IB_MAD_SIZE];
   std::memcpy(payload, inout.data(), sizeof(payload));
   inout.fill(0);
-  void* got = mad_rpc(port_, reinterpret_cast<ib_rpc_t*>(&rpc), &dport, payload, inout.data());
+  void* got;
+  {
+    absl::MutexLock lock(&port_->mu);
+    got = mad_rpc(port_->port, reinterpret_cast<ib_rpc_t*>(&rpc), &dport, payload, inout.data());
+  }
   const std::string what =
       absl::StrFormat("%s Get attr 0x%02x mod %u to LID %u", smp ? "SMP" : "PMA", attr, mod, lid);
   if (got != nullptr) return absl::OkStatus();

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "collectors/ibmad/mad_fields.h"
 
@@ -70,12 +71,31 @@ struct MadPortOptions {
 absl::StatusOr<ibmad_port*> OpenIbmadPort(const MadPortOptions& options,
                                           absl::Span<const int> classes, absl::string_view what);
 
+// A libibmad port used by one or more transports (the agent's fabric scan and its subnet
+// discovery share one: a second umad port of the same CA in one process is not needed, and ibsim's
+// umad emulation does not serve two). libibmad matches a response to its request by TID on the
+// port's one fd, so MADs from two threads must not interleave: each holds `mu` for its rpc.
+struct SharedIbmadPort {
+  explicit SharedIbmadPort(ibmad_port* p) : port(p) {}
+  ~SharedIbmadPort();
+  SharedIbmadPort(const SharedIbmadPort&) = delete;
+  SharedIbmadPort& operator=(const SharedIbmadPort&) = delete;
+  ibmad_port* const port;
+  absl::Mutex mu;
+};
+// Opens a port for every class the scan and discovery send (SMI, directed-route SMI, SA, PerfMgt).
+absl::StatusOr<std::shared_ptr<SharedIbmadPort>> OpenSharedIbmadPort(const MadPortOptions& options);
+
 class LibibmadTransport final : public MadTransport {
  public:
   // Opens the local port for SMI (LID-routed) and PerfMgt MADs. Fails with Unavailable when
   // there is no usable CA port (no umad device, no permission on /dev/infiniband/umad*).
   static absl::StatusOr<std::unique_ptr<LibibmadTransport>> Open(const MadPortOptions& options);
-  ~LibibmadTransport() override;
+  // On a port shared with other transports.
+  static std::unique_ptr<LibibmadTransport> OnPort(std::shared_ptr<SharedIbmadPort> port) {
+    return std::unique_ptr<LibibmadTransport>(new LibibmadTransport(std::move(port)));
+  }
+  ~LibibmadTransport() override = default;
   LibibmadTransport(const LibibmadTransport&) = delete;
   LibibmadTransport& operator=(const LibibmadTransport&) = delete;
 
@@ -83,10 +103,10 @@ class LibibmadTransport final : public MadTransport {
   absl::Status PmaGet(uint16_t lid, uint16_t attr, uint8_t port, MadData& out) override;
 
  private:
-  explicit LibibmadTransport(ibmad_port* port) : port_(port) {}
+  explicit LibibmadTransport(std::shared_ptr<SharedIbmadPort> port) : port_(std::move(port)) {}
   absl::Status Get(int mgmt_class, uint16_t lid, uint16_t attr, uint32_t mod, MadData& inout);
 
-  ibmad_port* port_;
+  std::shared_ptr<SharedIbmadPort> port_;
 };
 
 }  // namespace ringside::collectors

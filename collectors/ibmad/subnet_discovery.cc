@@ -256,3 +256,18 @@ std::string DrPathString(const std::vector<uint8_t>& path) {
 }
 
 }  // namespace ringside::collectors
+
+namespace ringside::collectors {
+
+std::vector<ScanTarget> SwitchScanTargets(const SubnetGraph& graph) {
+  std::vector<ScanTarget> out;
+  for (const auto& [guid, node] : graph.nodes) {
+    if (node.info.node_type != IB_NODE_SWITCH || node.lid == 0) continue;
+    out.push_back(ScanTarget{node.lid, {}});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ScanTarget& a, const ScanTarget& b) { return a.lid < b.lid; });
+  return out;
+}
+
+}  // namespace ringside::collectors

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "collectors/ibmad/dr_transport.h"
 #include "collectors/ibmad/mad_fields.h"
+#include "collectors/ibmad/scan_targets.h"
 
 namespace ringside::collectors {
 
@@ -102,6 +103,11 @@ std::string LinkSpeedName(uint8_t speed_active, uint8_t speed_ext_active);
 
 // The directed route as ibnetdiscover and smpquery -D take it: "0,1,3".
 std::string DrPathString(const std::vector<uint8_t>& path);
+
+// What the fabric scan (ibmad_collector.h) should read from a discovered graph: every switch by its
+// LID, all ports (a CA is read by its own host's agent). Sorted by LID; switches without a LID
+// (not yet configured by the subnet manager) are left out.
+std::vector<ScanTarget> SwitchScanTargets(const SubnetGraph& graph);
 
 }  // namespace ringside::collectors
 

@@ -113,7 +113,9 @@ ABSL_FLAG(double, collectives_burst, 100000, "Records accepted at once per conne
 ABSL_FLAG(std::string, fabric_scan, "",
           "Fabric scan through libibmad: LIDs and ports whose PMA counters and PortInfo state to "
           "read, switch ports included, e.g. \"18:1,9-12;105\" (';' between LIDs, ports as "
-          "perfquery takes them; a LID alone: all its ports). Empty: off.");
+          "perfquery takes them; a LID alone: all its ports), or \"discovered\": every switch "
+          "port of the subnet --fabric-discover finds, following it as the fabric changes. "
+          "Empty: off.");
 ABSL_FLAG(std::string, fabric_scan_ca, "", "Local CA the fabric scan's MADs leave from.");
 ABSL_FLAG(int, fabric_scan_ca_port, 0, "Port of --fabric-scan-ca (0: the first active).");
 ABSL_FLAG(absl::Duration, fabric_discover, absl::ZeroDuration(),
@@ -226,22 +228,18 @@ int main(int argc, char** argv) {
     eth.rediscover_interval = ib.rediscover_interval;
     collectors.push_back(std::make_unique<ringside::collectors::EthtoolCollector>(eth));
   }
-  ringside::collectors::IbmadCollector* fabric_scan = nullptr;
-  if (const std::string targets = absl::GetFlag(FLAGS_fabric_scan); !targets.empty()) {
-    absl::StatusOr<std::vector<ringside::collectors::ScanTarget>> parsed =
-        ringside::collectors::ParseScanTargets(targets);
-    if (!parsed.ok()) {
-      std::fprintf(stderr, "ringside-agent: --fabric-scan: %s\n", parsed.status().ToString().c_str());
-      return 2;
-    }
-    ringside::collectors::IbmadOptions io;
-    io.targets = *parsed;
-    io.port.ca_name = absl::GetFlag(FLAGS_fabric_scan_ca);
-    io.port.ca_port = absl::GetFlag(FLAGS_fabric_scan_ca_port);
-    auto scan = ringside::collectors::IbmadCollector::Create(io);
-    fabric_scan = scan.get();
-    collectors.push_back(std::move(scan));
+  // Discovery first: `--fabric-scan=discovered` takes its targets from it. With both, the scan
+  // and the discovery share one umad port (mad_transport.h SharedIbmadPort).
+  std::shared_ptr<ringside::collectors::SharedIbmadPort> mad_port;
+  if (absl::GetFlag(FLAGS_fabric_discover) > absl::ZeroDuration() &&
+      !absl::GetFlag(FLAGS_fabric_scan).empty()) {
+    ringside::collectors::MadPortOptions mo;
+    mo.ca_name = absl::GetFlag(FLAGS_fabric_scan_ca);
+    mo.ca_port = absl::GetFlag(FLAGS_fabric_scan_ca_port);
+    if (auto p = ringside::collectors::OpenSharedIbmadPort(mo); p.ok()) mad_port = *std::move(p);
+    // else each collector opens its own, fails the same way and says so (Availability).
   }
+  ringside::collectors::IbDiscoveryCollector* discovery = nullptr;
   if (const absl::Duration period = absl::GetFlag(FLAGS_fabric_discover);
       period > absl::ZeroDuration()) {
     ringside::collectors::IbDiscoveryOptions d;
@@ -250,7 +248,36 @@ int main(int argc, char** argv) {
     d.discovery.max_mads_per_second = absl::GetFlag(FLAGS_fabric_discover_rate);
     d.discovery.max_duration = std::min(period, absl::Minutes(10));
     d.period = period;
-    collectors.push_back(ringside::collectors::IbDiscoveryCollector::Create(std::move(d)));
+    auto c = ringside::collectors::IbDiscoveryCollector::Create(std::move(d), mad_port);
+    discovery = c.get();
+    collectors.push_back(std::move(c));
+  }
+  ringside::collectors::IbmadCollector* fabric_scan = nullptr;
+  if (const std::string targets = absl::GetFlag(FLAGS_fabric_scan); !targets.empty()) {
+    ringside::collectors::IbmadOptions io;
+    if (targets == "discovered") {
+      if (discovery == nullptr) {
+        std::fprintf(stderr, "ringside-agent: --fabric-scan=discovered needs --fabric-discover\n");
+        return 2;
+      }
+      io.target_source = [discovery](uint64_t* version) {
+        return discovery->SwitchTargets(version);
+      };
+    } else {
+      absl::StatusOr<std::vector<ringside::collectors::ScanTarget>> parsed =
+          ringside::collectors::ParseScanTargets(targets);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "ringside-agent: --fabric-scan: %s\n",
+                     parsed.status().ToString().c_str());
+        return 2;
+      }
+      io.targets = *parsed;
+    }
+    io.port.ca_name = absl::GetFlag(FLAGS_fabric_scan_ca);
+    io.port.ca_port = absl::GetFlag(FLAGS_fabric_scan_ca_port);
+    auto scan = ringside::collectors::IbmadCollector::Create(io, mad_port);
+    fabric_scan = scan.get();
+    collectors.push_back(std::move(scan));
   }
   const std::string nvml_library = absl::GetFlag(FLAGS_nvml_library);
   if (!nvml_library.empty()) {

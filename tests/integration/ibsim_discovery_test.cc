@@ -655,6 +655,58 @@ TEST_F(IbsimDiscoveryTest, AgentStreamsTheGraphToTheAggregator) {
   agg.Stop(absl::Seconds(5));
 }
 
+// `--fabric-scan=discovered`: with no hand-written target list, the agent's PMA scan reads every
+// switch its own discovery found (2 spines, 4 leaves), and follows the fabric when it changes.
+TEST_F(IbsimDiscoveryTest, AgentScansEverySwitchItDiscovered) {
+  const std::string agent = testing::BinaryPath("daemon/ringside-agent");
+  ASSERT_EQ(::mkdir((tmp_.path() + "/sysfs").c_str(), 0700), 0);
+  Child agent_process({kIbsimRun, agent, "--sysfs-root=" + tmp_.path() + "/sysfs",
+                       "--listen=127.0.0.1:0", "--collectives-socket=", "--node-name=disc1",
+                       "--interval=200ms", "--fabric-discover=2s", "--fabric-discover-rate=0",
+                       "--fabric-scan=discovered"},
+                      tmp_.path(), "agent", env_, false);
+  int port = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string err = agent_process.Stderr();
+        const size_t at = err.find("serving /metrics on ");
+        if (at == std::string::npos) return false;
+        const size_t p = err.find("(port ", at);
+        return p != std::string::npos &&
+               absl::SimpleAtoi(err.substr(p + 6, err.find(')', p) - p - 6), &port);
+      },
+      absl::Seconds(20)))
+      << agent_process.Stderr();
+  // The nodes (GUIDs) whose ports the scan reads, from the agent's /metrics.
+  std::map<std::string, int> ports_of;  // device → ports scanned
+  auto scanned = [&] {
+    std::set<std::string> devices;
+    ports_of.clear();
+    for (absl::string_view line : absl::StrSplit(testing::HttpGet(port, "/metrics"), '\n')) {
+      if (!absl::StartsWith(line, "ringside_ib_fabric_port_state{")) continue;
+      const size_t at = line.find("node_guid=\"");
+      if (at == absl::string_view::npos) continue;
+      const size_t end = line.find('"', at + 11);
+      const std::string guid(line.substr(at + 11, end - at - 11));
+      devices.insert(guid);
+      ++ports_of[guid];
+    }
+    return devices;
+  };
+  std::set<std::string> devices;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        devices = scanned();
+        return devices.size() == 6;
+      },
+      absl::Seconds(30)))
+      << "scanned " << devices.size() << " switches\n"
+      << agent_process.Stderr();
+  // Switches, every port (8 each in this fabric, linked or not; a CA target would be one port).
+  for (const auto& [d, n] : ports_of) EXPECT_EQ(n, 8) << d;
+  agent_process.Stop(absl::Seconds(5));
+}
+
 // On a real fabric's shape (152 nodes, 192 links, dual-cabled CAs) too, discovery's records are
 // ibnetdiscover's, but for two things discovery does not ask for: ibnetdiscover reads each
 // switch's SwitchInfo ("enhanced port 0" where discovery says "base port 0") and Mellanox's
