@@ -4,7 +4,8 @@
 // agent reports (ens1f0np0, mlx5_0's netdev). The simulator's cluster (sim/cluster.h) runs a real
 // ringside-aggregator without --topology and one real ringside-agent per node (in this namespace;
 // only their LLDP collector reads the host namespace's lldpd, by its socket), with generated sysfs
-// trees, ethtool dumps rewritten in place, and a 4-rank job driving the real NCCL plugin.
+// trees, ethtool dumps rewritten every step (write and rename), and a 4-rank job driving the real
+// NCCL plugin.
 //
 // node-01's port sends PFC pauses on priority 3 (tx rising fast), node-02's and node-03's are
 // paused (rx); node-04, under the same leaf, is not paused but its rank computes 60 % slower
@@ -12,7 +13,8 @@
 // its log); exactly one pause_storm incident, its entity node-01's port, node-02 and node-03 in
 // its spread as members of the leaf (no inferred spread); and the straggler of node-04's rank,
 // caused by that storm through the leaf (scope "leaf": node-04 had no paused port, so only the
-// topology ties them). Skips without root, network namespaces or lldpd.
+// topology ties them). With the agents' LLDP off, the same run gives an inferred spread and a
+// "host" cause (docs/lldp.md). Skips without root, network namespaces or lldpd.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
