@@ -210,8 +210,8 @@ absl::Status Cluster::BuildNode(int i) {
 absl::Status Cluster::StartAggregator(Aggregator& a) {
   std::vector<std::string> argv = {
       o_.aggregator_bin, absl::StrCat("--listen=127.0.0.1:", a.grpc_port),
-      absl::StrCat("--http-listen=127.0.0.1:", a.http_port), "--state-dir=" + a.state_dir,
-      "--topology=" + topology_};
+      absl::StrCat("--http-listen=127.0.0.1:", a.http_port), "--state-dir=" + a.state_dir};
+  if (o_.topology_file) argv.push_back("--topology=" + topology_);
   if (Sharded()) {
     argv.push_back("--shard-map=" + shard_map_);
     argv.push_back(absl::StrCat("--shard=shard-", a.shard));
@@ -274,6 +274,9 @@ absl::Status Cluster::StartAgent(Node& n) {
     argv.push_back("--topology=" + topology_);
   } else {
     argv.push_back(absl::StrCat("--aggregator=127.0.0.1:", grpc_port()));
+  }
+  if (static_cast<size_t>(n.index) < o_.agent_args.size()) {
+    for (const std::string& x : o_.agent_args[static_cast<size_t>(n.index)]) argv.push_back(x);
   }
   std::vector<std::string> env = {"RINGSIDE_FAKE_NVML_CONFIG=" + n.nvml_config};
   // The fake NVML re-reads its config on every call unless told not to; only nodes whose NVLinks

@@ -37,6 +37,11 @@ struct ClusterOptions {
   // --topology and route by them. One of each: the single aggregator of every scenario.
   int shards = 1;
   int replicas = 1;
+  // False: the aggregators get no --topology and learn the fabric from the agents (LLDP, subnet
+  // discovery; docs/lldp.md). Sharded agents still route by the file.
+  bool topology_file = true;
+  // Extra flags for node i's agent (index i; missing or empty: none), e.g. --lldp-socket.
+  std::vector<std::vector<std::string>> agent_args;
 };
 
 // The phase of a run's clock against the agents' sampling, in [0, 1) of an interval: time 0 comes

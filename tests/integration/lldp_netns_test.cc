@@ -5,7 +5,7 @@
 // swp3 (the pair deleted and made again to the other namespace) replaces the record, logs the
 // change and counts it. The agent process itself, run in the host namespace, logs the same
 // neighbours. Skips when namespaces cannot be made or lldpd is not installed. Frames stay inside
-// the namespaces.
+// the namespaces (tests/testing/lldp_lab.h makes them).
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collectors/lldp/lldp_collector.h"
+#include "tests/testing/lldp_lab.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -32,29 +34,20 @@ using collectors::CollectorSnapshot;
 using collectors::CycleErrors;
 using collectors::InfoRecord;
 
-constexpr char kLldpd[] = "/usr/sbin/lldpd";
-constexpr char kLldpcli[] = "/usr/sbin/lldpcli";
-
-int Sh(const std::string& cmd) {
-  return testing::Run({"/bin/sh", "-c", cmd}, "", absl::Seconds(20)).exit_code;
-}
-
 class LldpNetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kLldpd) || !std::filesystem::exists(kLldpcli)) {
+    if (!testing::LldpLab::LldpdInstalled()) {
       GTEST_SKIP() << "lldpd is not installed (apt-get install lldpd)";
     }
-    // lldpcli is set-user-id _lldpd: it must be able to reach the sockets in the folder.
-    std::filesystem::permissions(dir_.path(), std::filesystem::perms(0755));
-    const std::string id = absl::StrCat(getpid());
-    host_ = "rs-lh-" + id;
-    sw1_ = "rs-ls1-" + id;
-    sw2_ = "rs-ls2-" + id;
-    for (const std::string* ns : {&host_, &sw1_, &sw2_}) {
-      if (Sh("ip netns add " + *ns) != 0) GTEST_SKIP() << "cannot create a network namespace";
-      made_.push_back(*ns);
-      ASSERT_EQ(Sh(absl::StrCat("ip -n ", *ns, " link set lo up")), 0);
+    lab_ = std::make_unique<testing::LldpLab>(dir_.path());
+    const std::pair<std::string*, const char*> namespaces[] = {
+        {&host_, "rs-lh"}, {&sw1_, "rs-ls1"}, {&sw2_, "rs-ls2"}};
+    for (auto [ns, tag] : namespaces) {
+      absl::StatusOr<std::string> made = lab_->AddNamespace(tag);
+      if (absl::IsFailedPrecondition(made.status())) GTEST_SKIP() << made.status();
+      ASSERT_TRUE(made.ok()) << made.status();
+      *ns = *made;
     }
     Cable(sw1_, "swp1", "192.0.2.1/24");
     ASSERT_TRUE(StartLldpd(host_, "h0", "host-1"));
@@ -62,55 +55,21 @@ class LldpNetnsTest : public ::testing::Test {
     ASSERT_TRUE(StartLldpd(sw2_, "swp*", "leaf-2"));
   }
 
-  void TearDown() override {
-    for (auto& p : lldpd_) {
-      p->Signal(SIGTERM);
-      p->Wait(absl::Seconds(5));
-    }
-    lldpd_.clear();
-    for (const std::string& ns : made_) Sh("ip netns del " + ns);
-  }
+  void TearDown() override { lab_.reset(); }
 
-  std::string Socket(const std::string& ns) const { return absl::StrCat(dir_.path(), "/", ns, ".sock"); }
+  std::string Socket(const std::string& ns) const { return lab_->Socket(ns); }
 
   // h0 in the host namespace ↔ `port` in `sw`, both up; `addr` on the switch end (its LLDP
   // management address).
   void Cable(const std::string& sw, const std::string& port, const std::string& addr) {
-    ASSERT_EQ(Sh(absl::StrCat("ip link add h0 netns ", host_, " type veth peer name ", port,
-                              " netns ", sw)),
-              0);
-    ASSERT_EQ(Sh(absl::StrCat("ip -n ", sw, " addr add ", addr, " dev ", port, " && ip -n ", sw,
-                              " link set ", port, " up && ip -n ", host_, " link set h0 up")),
-              0);
+    absl::Status s = lab_->Cable(host_, "h0", sw, port, addr);
+    ASSERT_TRUE(s.ok()) << s;
   }
 
-  // lldpd in `ns` on the interfaces matching `pattern`, its own socket, system name `name`,
-  // one frame a second, the port id being the interface name (as switches send).
   bool StartLldpd(const std::string& ns, const std::string& pattern, const std::string& name) {
-    const std::string sock = Socket(ns);
-    lldpd_.push_back(std::make_unique<testing::Process>(
-        std::vector<std::string>{"/usr/sbin/ip", "netns", "exec", ns, kLldpd, "-d", "-u", sock,
-                                 "-I", pattern, "-S", "ringside test " + name},
-        dir_.path()));
-    for (int i = 0; i < 100 && !std::filesystem::exists(sock); ++i) {
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    if (!std::filesystem::exists(sock)) {
-      ADD_FAILURE() << "lldpd in " << ns << " made no socket: " << lldpd_.back()->Stderr();
-      return false;
-    }
-    for (const std::string& cmd : {absl::StrCat("configure system hostname ", name),
-                                   std::string("configure lldp tx-interval 1"),
-                                   std::string("configure lldp portidsubtype ifname")}) {
-      std::vector<std::string> argv{kLldpcli, "-u", sock};
-      for (absl::string_view word : absl::StrSplit(cmd, ' ')) argv.emplace_back(word);
-      testing::RunResult r = testing::Run(argv, "", absl::Seconds(10));
-      if (r.exit_code != 0) {
-        ADD_FAILURE() << "lldpcli " << cmd << ": " << r.err;
-        return false;
-      }
-    }
-    return true;
+    absl::Status s = lab_->StartLldpd(ns, pattern, name);
+    EXPECT_TRUE(s.ok()) << s;
+    return s.ok();
   }
 
   // Collects until h0's record names `chassis_name` (bounded); the last snapshot.
@@ -148,9 +107,8 @@ class LldpNetnsTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  std::unique_ptr<testing::LldpLab> lab_;
   std::string host_, sw1_, sw2_;
-  std::vector<std::string> made_;
-  std::vector<std::unique_ptr<testing::Process>> lldpd_;
 };
 
 TEST_F(LldpNetnsTest, HostPortSeesItsSwitchAndFollowsARecabling) {
@@ -178,7 +136,7 @@ TEST_F(LldpNetnsTest, HostPortSeesItsSwitchAndFollowsARecabling) {
   EXPECT_EQ(Changes(first), 0u);
 
   // Recabled: h0 now goes to leaf-2's swp3.
-  ASSERT_EQ(Sh(absl::StrCat("ip -n ", host_, " link del h0")), 0);
+  ASSERT_TRUE(lab_->Uncable(host_, "h0").ok());
   Cable(sw2_, "swp3", "192.0.2.2/24");
   const absl::Time recabled = absl::Now();
   CollectorSnapshot second = WaitForNeighbor(collector, "leaf-2");
@@ -210,15 +168,13 @@ TEST_F(LldpNetnsTest, LldpdStoppedAndStartedAgain) {
   collectors::LldpCollector collector(o);
   WaitForNeighbor(collector, "leaf-1");
 
-  lldpd_[0]->Signal(SIGTERM);
-  ASSERT_GE(lldpd_[0]->Wait(absl::Seconds(10)), 0);
+  ASSERT_TRUE(lab_->StopLldpd(host_).ok());
   CollectorSnapshot off;
   CycleErrors errors;
   collector.Collect(absl::Now(), off, errors);
   EXPECT_FALSE(collector.Availability().ok());
   EXPECT_TRUE(off.table->info.empty());
 
-  lldpd_.erase(lldpd_.begin());
   ASSERT_TRUE(StartLldpd(host_, "h0", "host-1"));
   WaitForNeighbor(collector, "leaf-1");
   EXPECT_TRUE(collector.Availability().ok());
@@ -237,7 +193,7 @@ TEST_F(LldpNetnsTest, AgentProcessLogsNeighbourAndRecabling) {
                      dir_.path());
   ASSERT_TRUE(p.WaitForStderr("lldp: h0 neighbour leaf-1 port swp1", absl::Seconds(20)))
       << p.Stderr();
-  ASSERT_EQ(Sh(absl::StrCat("ip -n ", host_, " link del h0")), 0);
+  ASSERT_TRUE(lab_->Uncable(host_, "h0").ok());
   Cable(sw2_, "swp3", "192.0.2.2/24");
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   bool seen = false;
