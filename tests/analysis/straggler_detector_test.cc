@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/testing/temp_dir.h"
 
@@ -144,6 +145,49 @@ TEST(StragglerDetectorTest, TheStragglersPodIsInItsEntityAndRankView) {
   }
 }
 
+// One process driving two GPUs (JAX, some PyTorch launchers): ranks 2p and 2p+1 of the
+// communicator are the CUDA devices 0 and 1 of process p, with one pid (and, where the launcher
+// sets RANK, one global rank: the process's). Device 1 of process 2 (rank 5) is slow. Each GPU is
+// a worker of its own, so rank 5 is flagged, with its device, and its process's other GPU
+// (rank 4) is not; merged into one worker, the two GPUs' operations would overlap and neither
+// would look slower than its peers.
+TEST(StragglerDetectorTest, TwoGpusOfOneProcessAreTwoWorkersAndOnlyTheSlowOneIsFlagged) {
+  for (const bool global_rank : {false, true}) {
+    SCOPED_TRACE(global_rank ? "global rank = the process's" : "no global rank");
+    SyntheticJob job(8, 5);
+    StragglerDetector d;
+    std::vector<Finding> findings;
+    for (int i = 0; i < 40; ++i) {
+      for (CollectiveObservation obs : job.Iteration({{5, 1.2}})) {
+        const int process = static_cast<int>(obs.rank) / 2;
+        obs.host = "node-0";
+        obs.pid = 7000 + process;
+        obs.cuda_device = static_cast<int32_t>(obs.rank) % 2;
+        obs.global_rank = global_rank ? process : -1;
+        d.Observe(obs, findings);
+      }
+    }
+    std::set<std::string> flagged_devices;
+    const Finding* opened = nullptr;
+    for (const Finding& f : findings) {
+      if (f.kind != IncidentKind::kStraggler || !f.active) continue;
+      if (opened == nullptr) opened = &f;
+      flagged_devices.insert(f.evidence.count("comm_rank")
+                                 ? std::to_string(static_cast<int>(f.evidence.at("comm_rank")))
+                                 : "?");
+    }
+    ASSERT_NE(opened, nullptr) << "the slow GPU was not flagged";
+    EXPECT_EQ(flagged_devices, std::set<std::string>{"5"}) << "only comm rank 5, not rank 4";
+    EXPECT_EQ(opened->entity.at("cuda_device"), "1");
+    EXPECT_EQ(opened->entity.at("node"), "node-0");
+    EXPECT_EQ(opened->entity.at("rank"), global_rank ? "2" : "5");
+    EXPECT_NE(opened->summary.find(absl::StrCat("rank ", global_rank ? "2" : "5",
+                                                " (cuda device 1) of job job-1")),
+              std::string::npos)
+        << opened->summary;
+  }
+}
+
 TEST(StragglerDetectorTest, AStragglerWithoutAPodHasNoPodLabels) {
   SyntheticJob job(8, 4);
   StragglerDetector d;
@@ -151,6 +195,7 @@ TEST(StragglerDetectorTest, AStragglerWithoutAPodHasNoPodLabels) {
   ASSERT_FALSE(o.findings.empty());
   EXPECT_EQ(o.findings.front().entity.count("pod"), 0u);
   EXPECT_EQ(o.findings.front().entity.count("namespace"), 0u);
+  EXPECT_EQ(o.findings.front().entity.count("cuda_device"), 0u) << "no device known";
   EXPECT_EQ(o.findings.front().summary.find("pod"), std::string::npos);
 }
 
