@@ -320,6 +320,7 @@ TEST_F(CollectiveListenerTest, VersionThreeRecordsCarryTheirCudaDeviceAndAreAckn
   const int rogue = Connect(Path());
   ASSERT_GE(rogue, 0);
   ASSERT_TRUE(Send(rogue, bad));
+  EXPECT_EQ(ReadByte(rogue, absl::Seconds(5)), rc::kVersion2Ack) << "the header itself is valid";
   EXPECT_TRUE(ClosedByAgent(rogue, absl::Seconds(5)));
   ASSERT_TRUE(WaitFor([&] { return Rejected("bad_value") == 1; }));
   EXPECT_EQ(RecordCount(), 5u);
