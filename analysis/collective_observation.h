@@ -24,6 +24,9 @@ struct CollectiveObservation {
   uint32_t pid = 0;
   std::string pod;            // the Kubernetes pod, when the plugin knew it
   std::string pod_namespace;  // ... and its namespace
+  // The rank's GPU: its CUDA ordinal in process `pid`, -1 when unknown. One process may drive
+  // several GPUs; (host, pid, cuda_device) is one worker.
+  int32_t cuda_device = -1;
   bool clock_synchronized = false;
   int32_t peer = -1;     // point-to-point: the peer rank; -1 for a collective
 

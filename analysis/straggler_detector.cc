@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace ringside::analysis {
 namespace {
@@ -28,8 +29,10 @@ int SizeClassOf(uint64_t bytes) {
 }  // namespace
 
 std::string StragglerDetector::WorkerKey(const std::string& job, const Worker& w) {
-  if (w.global_rank >= 0) return absl::StrCat(job, "/r", w.global_rank);
-  return absl::StrCat(job, "/", w.host, "/", w.pid);
+  std::string key = w.global_rank >= 0 ? absl::StrCat(job, "/r", w.global_rank)
+                                       : absl::StrCat(job, "/", w.host, "/", w.pid);
+  if (w.cuda_device >= 0) absl::StrAppend(&key, "/gpu", w.cuda_device);
+  return key;
 }
 
 std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
@@ -39,6 +42,7 @@ std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
   const Worker& w = comm.workers[rank];
   e["rank"] = absl::StrCat(w.global_rank >= 0 ? w.global_rank : static_cast<int64_t>(rank));
   if (!w.host.empty()) e["node"] = w.host;
+  if (w.cuda_device >= 0) e["cuda_device"] = absl::StrCat(w.cuda_device);
   if (!w.pod.empty()) {
     e["pod"] = w.pod;
     e["namespace"] = w.pod_namespace;
@@ -48,7 +52,7 @@ std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
 }
 
 void StragglerDetector::LogOp(const CollectiveObservation& obs) {
-  Worker w{obs.host, obs.global_rank, obs.pid, {}, {}};
+  Worker w{obs.host, obs.global_rank, obs.pid, obs.cuda_device, {}, {}};
   OpLog& log = ops_[WorkerKey(obs.job, w)];
   log.ops.push_back(OpLog::Op{obs.stop_ns, obs.duration_ns(), obs.is_p2p()});
   while (log.ops.size() > 8192) log.ops.pop_front();
@@ -70,7 +74,7 @@ void StragglerDetector::Observe(const CollectiveObservation& obs, std::vector<Fi
   if (!obs.comm_name.empty()) comm.name = obs.comm_name;
   if (comm.name.empty()) comm.name = absl::StrFormat("%016x", obs.comm_id);
   comm.workers[obs.rank] =
-      Worker{obs.host, obs.global_rank, obs.pid, obs.pod, obs.pod_namespace};
+      Worker{obs.host, obs.global_rank, obs.pid, obs.cuda_device, obs.pod, obs.pod_namespace};
 
   auto key = std::make_pair(obs.function, obs.seq);
   auto [it, fresh] = comm.pending.try_emplace(key);
@@ -252,8 +256,10 @@ void StragglerDetector::Emit(const Comm& comm, const std::string& function, uint
   }
   f.evidence["margin_ms"] = Median(std::move(lateness));
   const Worker& w = comm.workers[rank];
-  const std::string pod =
-      w.pod.empty() ? "" : absl::StrCat(" (pod ", w.pod_namespace, "/", w.pod, ")");
+  std::vector<std::string> where;  // its GPU and pod, when known
+  if (w.cuda_device >= 0) where.push_back(absl::StrCat("cuda device ", w.cuda_device));
+  if (!w.pod.empty()) where.push_back(absl::StrCat("pod ", w.pod_namespace, "/", w.pod));
+  const std::string pod = where.empty() ? "" : absl::StrCat(" (", absl::StrJoin(where, ", "), ")");
   f.summary = absl::StrFormat(
       "rank %s%s of job %s arrived late in %d of the last %d %s on %s, by %.1f ms (median, "
       "behind the communicator's median rank); the others waited %.0f%% of the time",

@@ -128,10 +128,13 @@ class StragglerDetector {
     std::string function;  // the function whose window flagged it
     double score = 0;
   };
+  // One GPU's worker: a process, and the GPU it drives for this rank when known (a process may
+  // drive several: JAX, some PyTorch launchers).
   struct Worker {
     std::string host;
     int64_t global_rank = -1;
     uint32_t pid = 0;
+    int32_t cuda_device = -1;  // the CUDA ordinal in process `pid`; -1 unknown
     std::string pod;  // Kubernetes pod and namespace, when the plugin knew them
     std::string pod_namespace;
   };
@@ -183,11 +186,14 @@ class StragglerDetector {
   double BusyRatio(const Comm& comm, uint32_t rank, int64_t span_ns, BusyCache& cache) const;
   void LogOp(const CollectiveObservation& obs);
   std::map<std::string, std::string> EntityOf(const Comm& comm, uint32_t rank) const;
+  // The worker's process (its global rank, else host and pid) and its GPU when known: two GPUs of
+  // one process are two workers. Without a device a process is one worker across its
+  // communicators (within a communicator its ranks stay apart by comm rank).
   static std::string WorkerKey(const std::string& job, const Worker& w);
 
   StragglerOptions options_;
   std::map<std::pair<std::string, uint64_t>, Comm> comms_;  // (job, comm_id)
-  std::map<std::string, OpLog> ops_;                         // worker key
+  std::map<std::string, OpLog> ops_;                         // worker key (WorkerKey)
   std::map<std::string, int> open_stragglers_;               // job → stragglers open in it
   uint64_t completed_ = 0;
   uint64_t expired_ = 0;

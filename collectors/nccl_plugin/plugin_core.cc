@@ -45,8 +45,8 @@ struct Context {
   uint32_t rank = 0;
   uint32_t nranks = 0;
   // The communicator's GPU as the process numbers it (CurrentCudaDevice at init), -1 when no CUDA
-  // library answered: then the rank is what tells this process's GPUs apart. Not in the record
-  // yet (docs/collective-record.md, "GPU identity").
+  // library answered: then the rank is what tells this process's GPUs apart. In every record
+  // (format version 3; docs/collective-record.md, "GPU identity").
   int cuda_device = -1;
   FixedString<kCommNameSize> comm_name;
   FixedString<kJobIdSize> job_id;
@@ -151,6 +151,7 @@ void EncodeCompleted(const CollEvent& e, const Context& ctx, uint8_t* out) noexc
   r.bytes = e.bytes;
   r.enqueue_unix_nanos = e.enqueue_ns;
   r.channels = e.channels;
+  r.cuda_device = ctx.cuda_device;
   r.job_id = ctx.job_id;
   r.comm_name = ctx.comm_name;
   r.host = g_shared.host;

@@ -19,7 +19,8 @@ constexpr size_t kRecKernelStop = 56;
 constexpr size_t kRecEnqueue = 64;
 constexpr size_t kRecChannels = 72;
 constexpr size_t kRecReserved16 = 74;
-constexpr size_t kRecReserved32 = 76;
+constexpr size_t kRecReserved32 = 76;  // version 3: the CUDA device + 1 (kRecDevice)
+constexpr size_t kRecDevice = kRecReserved32;
 constexpr size_t kRecJobId = 80;
 constexpr size_t kRecCommName = kRecJobId + kJobIdSize;          // 144
 constexpr size_t kRecHost = kRecCommName + kCommNameSize;        // 208
@@ -168,7 +169,7 @@ bool ValidPodNamespace(const char* s, size_t len) noexcept {
   return KubernetesName(s, len, kMaxPodNamespaceLength, "-");
 }
 
-void EncodeRecord(const CollectiveRecordFields& r, uint8_t* out) noexcept {
+void EncodeRecord(const CollectiveRecordFields& r, uint8_t* out, uint16_t version) noexcept {
   Put32(out + kRecMagic, kRecordMagic);
   Put16(out + kRecVersion, kRecordLayoutVersion);
   Put16(out + kRecLength, static_cast<uint16_t>(kRecordSize));
@@ -184,7 +185,11 @@ void EncodeRecord(const CollectiveRecordFields& r, uint8_t* out) noexcept {
   Put64(out + kRecEnqueue, static_cast<uint64_t>(r.enqueue_unix_nanos));
   Put16(out + kRecChannels, r.channels);
   Put16(out + kRecReserved16, 0);
-  Put32(out + kRecReserved32, 0);
+  // cuda_device + 1: 0 for an unknown device (and anything the decoder would not accept, so that
+  // a sender never sends a record the agent must reject).
+  const bool device = version >= kFormatVersion3 && r.cuda_device >= 0 &&
+                      r.cuda_device <= kMaxCudaDevice;
+  Put32(out + kRecDevice, device ? static_cast<uint32_t>(r.cuda_device) + 1 : 0);
   std::memcpy(out + kRecJobId, r.job_id.bytes(), kJobIdSize);
   std::memcpy(out + kRecCommName, r.comm_name.bytes(), kCommNameSize);
   std::memcpy(out + kRecHost, r.host.bytes(), kHostSize);
@@ -193,10 +198,14 @@ void EncodeRecord(const CollectiveRecordFields& r, uint8_t* out) noexcept {
   std::memcpy(out + kRecProtocol, r.protocol.bytes(), kProtocolSize);
 }
 
+void DowngradeRecord(uint8_t* record, uint16_t version) noexcept {
+  if (version < kFormatVersion3) Put32(record + kRecDevice, 0);
+}
+
 void EncodeBatchHeader(const BatchHeaderFields& h, uint8_t* out) noexcept {
-  const bool v2 = h.version == kFormatVersion2;
+  const bool v2 = h.version == kFormatVersion2 || h.version == kFormatVersion3;
   Put32(out + kHdrMagic, kBatchMagic);
-  Put16(out + kHdrVersion, v2 ? kFormatVersion2 : kFormatVersion1);
+  Put16(out + kHdrVersion, v2 ? h.version : kFormatVersion1);
   Put16(out + kHdrLength, static_cast<uint16_t>(v2 ? kBatchHeaderSizeV2 : kBatchHeaderSize));
   Put32(out + kHdrFlags, 0);
   Put32(out + kHdrCount, h.record_count);
@@ -240,7 +249,7 @@ DecodeStatus DecodeBatchHeader(const uint8_t* p, size_t size, BatchHeaderFields*
     return Fail(DecodeError::kBadMagic, "batch magic is not RSCB");
   }
   if (size >= 6 && BatchHeaderSize(Get16(p + kHdrVersion)) == 0) {
-    return Fail(DecodeError::kBadVersion, "batch version is not 1 or 2");
+    return Fail(DecodeError::kBadVersion, "batch version is not 1, 2 or 3");
   }
   const uint16_t version = size >= 6 ? Get16(p + kHdrVersion) : kFormatVersion1;
   const size_t header_size = BatchHeaderSize(version);
@@ -248,7 +257,7 @@ DecodeStatus DecodeBatchHeader(const uint8_t* p, size_t size, BatchHeaderFields*
   if (Get16(p + kHdrLength) != header_size) {
     return Fail(DecodeError::kBadLength, version == kFormatVersion1
                                              ? "batch header_length is not 96 (version 1)"
-                                             : "batch header_length is not 416 (version 2)");
+                                             : "batch header_length is not 416 (version 2, 3)");
   }
   if (Get16(p + kHdrRecordLength) != kRecordSize) {
     return Fail(DecodeError::kBadLength, "batch record_length is not 352");
@@ -268,7 +277,7 @@ DecodeStatus DecodeBatchHeader(const uint8_t* p, size_t size, BatchHeaderFields*
   }
   BatchHeaderFields out;
   out.version = version;
-  if (version == kFormatVersion2) {
+  if (version >= kFormatVersion2) {
     if (!ValidPodField(p + kHdrPod, kPodSize, kMaxPodLength, "-.")) {
       return Fail(DecodeError::kBadString, "batch pod: not a Kubernetes pod name");
     }
@@ -296,6 +305,9 @@ DecodeStatus ValidateRecord(const CollectiveRecordFields& r) noexcept {
   if (r.pid == 0 || r.pid > kMaxPid) return Fail(DecodeError::kBadValue, "pid");
   if (r.bytes > kMaxBytes) return Fail(DecodeError::kBadValue, "bytes");
   if (r.channels > kMaxChannels) return Fail(DecodeError::kBadValue, "channels");
+  if (r.cuda_device < -1 || r.cuda_device > kMaxCudaDevice) {
+    return Fail(DecodeError::kBadValue, "cuda device");
+  }
   if (!InTimeRange(r.enqueue_unix_nanos)) return Fail(DecodeError::kBadValue, "enqueue time");
   if ((r.flags & kRecordFlagKernelTimes) != 0) {
     if (!InTimeRange(r.kernel_start_unix_nanos) || !InTimeRange(r.kernel_stop_unix_nanos)) {
@@ -320,7 +332,8 @@ DecodeStatus ValidateRecord(const CollectiveRecordFields& r) noexcept {
   return {};
 }
 
-DecodeStatus DecodeRecord(const uint8_t* p, size_t size, CollectiveRecordFields* r) noexcept {
+DecodeStatus DecodeRecord(const uint8_t* p, size_t size, CollectiveRecordFields* r,
+                          uint16_t version) noexcept {
   if (size >= 4 && Get32(p + kRecMagic) != kRecordMagic) {
     return Fail(DecodeError::kBadMagic, "record magic is not RSCR");
   }
@@ -331,10 +344,18 @@ DecodeStatus DecodeRecord(const uint8_t* p, size_t size, CollectiveRecordFields*
   if (Get16(p + kRecLength) != kRecordSize) {
     return Fail(DecodeError::kBadLength, "record length is not 352");
   }
-  if (Get16(p + kRecReserved16) != 0 || Get32(p + kRecReserved32) != 0) {
+  if (Get16(p + kRecReserved16) != 0) {
     return Fail(DecodeError::kBadValue, "record reserved bytes not zero");
   }
+  const uint32_t device = Get32(p + kRecDevice);
+  if (version < kFormatVersion3 && device != 0) {
+    return Fail(DecodeError::kBadValue, "record reserved bytes not zero");
+  }
+  if (device > static_cast<uint32_t>(kMaxCudaDevice) + 1) {
+    return Fail(DecodeError::kBadValue, "cuda device");
+  }
   CollectiveRecordFields out;
+  out.cuda_device = static_cast<int32_t>(device) - 1;
   out.flags = Get32(p + kRecFlags);
   out.rank = Get32(p + kRecRank);
   out.nranks = Get32(p + kRecNranks);
@@ -368,7 +389,8 @@ DecodeStatus DecodeFrame(const uint8_t* data, size_t size, BatchHeaderFields* he
   if (size > frame_size) return Fail(DecodeError::kBadLength, "bytes past the frame's records");
   if (h.record_count > capacity) return Fail(DecodeError::kOversized, "more records than room");
   for (uint32_t i = 0; i < h.record_count; ++i) {
-    s = DecodeRecord(data + h.header_size() + i * kRecordSize, kRecordSize, &records[i]);
+    s = DecodeRecord(data + h.header_size() + i * kRecordSize, kRecordSize, &records[i],
+                     h.version);
     if (!s.ok()) return s;
   }
   *header = h;

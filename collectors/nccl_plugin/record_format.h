@@ -1,8 +1,9 @@
 // The collective-record wire format between libringside_nccl.so and ringside-agent: a small,
 // versioned, fixed-size binary format (docs/collective-record.md).
 //
-//   frame   = batch header (96 bytes in version 1, 416 in version 2: the sender's Kubernetes pod
-//             and namespace) + record_count × record (352 bytes each, the same in both)
+//   frame   = batch header (96 bytes in version 1, 416 in versions 2 and 3: the sender's
+//             Kubernetes pod and namespace) + record_count × record (352 bytes each in every
+//             version; version 3 gives four reserved bytes of the record the CUDA device)
 //   numbers = little-endian; strings = fixed fields, NUL-terminated, zero-padded, UTF-8 without
 //             control characters
 //
@@ -24,13 +25,16 @@ namespace ringside::collectors {
 inline constexpr uint32_t kBatchMagic = 0x42435352;   // bytes "RSCB"
 inline constexpr uint32_t kRecordMagic = 0x52435352;  // bytes "RSCR"
 // The frame format's versions: the batch header's version field. Version 2 adds the sender's pod
-// identity to the batch header; records are the same in both and keep their own layout version.
+// identity to the batch header. Version 3 has version 2's header and puts each record's CUDA
+// device (ordinal + 1, 0 unknown) in bytes 76–79, which versions 1 and 2 reserve (zero). Records
+// keep their own layout version (1) and size in all three.
 inline constexpr uint16_t kFormatVersion1 = 1;
 inline constexpr uint16_t kFormatVersion2 = 2;
-inline constexpr uint16_t kRecordFormatVersion = kFormatVersion2;  // the newest this code speaks
+inline constexpr uint16_t kFormatVersion3 = 3;
+inline constexpr uint16_t kRecordFormatVersion = kFormatVersion3;  // the newest this code speaks
 inline constexpr uint16_t kRecordLayoutVersion = 1;  // a record's own version field
 inline constexpr size_t kBatchHeaderSize = 96;       // version 1
-inline constexpr size_t kBatchHeaderSizeV2 = 416;    // version 2: + pod (256) + namespace (64)
+inline constexpr size_t kBatchHeaderSizeV2 = 416;    // versions 2, 3: + pod (256) + namespace (64)
 inline constexpr size_t kMaxBatchHeaderSize = kBatchHeaderSizeV2;
 inline constexpr size_t kRecordSize = 352;
 // The most records one batch may carry, hence the largest frame a reader must buffer.
@@ -38,14 +42,16 @@ inline constexpr uint32_t kMaxRecordsPerBatch = 256;
 inline constexpr size_t kMaxFrameSize = kMaxBatchHeaderSize + kMaxRecordsPerBatch * kRecordSize;
 // The batch header's size for a version (0 for a version this code does not speak).
 constexpr size_t BatchHeaderSize(uint16_t version) noexcept {
-  return version == kFormatVersion1   ? kBatchHeaderSize
-         : version == kFormatVersion2 ? kBatchHeaderSizeV2
-                                      : 0;
+  return version == kFormatVersion1                                   ? kBatchHeaderSize
+         : version == kFormatVersion2 || version == kFormatVersion3 ? kBatchHeaderSizeV2
+                                                                      : 0;
 }
-// A version-2 agent answers the first version-2 batch header it accepts on a connection with this
-// one byte (the version). A version-1 agent never writes; it cuts a version-2 sender off
-// (bad_version), which is how the plugin knows to fall back to version 1 (sender.h).
+// An agent answers the first batch header of version 2 or later it accepts on a connection with
+// one byte: that header's version (kVersion2Ack, kVersion3Ack). An agent that does not speak the
+// version never writes; it cuts the sender off (bad_version), which is how the plugin knows to
+// fall back to an older version (sender.h).
 inline constexpr uint8_t kVersion2Ack = 2;
+inline constexpr uint8_t kVersion3Ack = 3;
 
 // Record flags.
 inline constexpr uint32_t kRecordFlagClockSynchronized = 1u << 0;  // host clock NTP-synchronised
@@ -74,6 +80,7 @@ inline constexpr uint64_t kMaxBytes = 1ull << 50;  // 1 PiB in one collective
 inline constexpr int64_t kMaxUnixNanos = 7258118400ll * 1000000000ll;  // 2200-01-01
 inline constexpr int64_t kMaxKernelNanos = 86400ll * 1000000000ll;     // one day
 inline constexpr uint64_t kMaxDroppedPerBatch = 1ull << 48;
+inline constexpr int32_t kMaxCudaDevice = (1 << 16) - 1;  // CUDA ordinals are small numbers
 
 // --- Fixed string fields -------------------------------------------------------------------------
 
@@ -131,6 +138,10 @@ struct CollectiveRecordFields {
   int64_t kernel_stop_unix_nanos = 0;   // latest KernelCh stop (0 without kKernelTimes)
   int64_t enqueue_unix_nanos = 0;       // host CLOCK_REALTIME when NCCL enqueued it
   uint16_t channels = 0;
+  // The communicator's GPU: its CUDA ordinal in the sending process (after CUDA_VISIBLE_DEVICES),
+  // -1 when unknown (no CUDA library answered at init, or a frame older than version 3). On the
+  // wire (version 3): cuda_device + 1 in bytes 76–79.
+  int32_t cuda_device = -1;
   FixedString<kJobIdSize> job_id;
   FixedString<kCommNameSize> comm_name;
   FixedString<kHostSize> host;
@@ -142,12 +153,12 @@ struct CollectiveRecordFields {
 };
 
 struct BatchHeaderFields {
-  uint16_t version = kFormatVersion1;  // kFormatVersion1 or kFormatVersion2
+  uint16_t version = kFormatVersion1;  // kFormatVersion1, 2 or 3
   uint32_t record_count = 0;
   uint64_t dropped = 0;            // records the sender dropped since its previous batch
   FixedString<kJobIdSize> job_id;  // the job the drops belong to
-  // Version 2 only (empty in version 1): the sending process's Kubernetes pod, from the downward
-  // API (POD_NAME, POD_NAMESPACE). Both set or both empty.
+  // Versions 2 and 3 (empty in version 1): the sending process's Kubernetes pod, from the
+  // downward API (POD_NAME, POD_NAMESPACE). Both set or both empty.
   FixedString<kPodSize> pod;
   FixedString<kPodNamespaceSize> pod_namespace;
 
@@ -159,10 +170,16 @@ struct BatchHeaderFields {
 // --- Encoding ------------------------------------------------------------------------------------
 
 // Writes exactly kRecordSize / header.header_size() bytes (version 1 when header.version is not
-// 2; the pod fields are then not written). The encoder does not validate numbers: a caller that
-// passes absurd values (rank ≥ nranks, ...) gets a record the decoder rejects.
-void EncodeRecord(const CollectiveRecordFields& record, uint8_t* out) noexcept;
+// 2 or 3; the pod fields are then not written). A record for a frame of `version` (the newest by
+// default) carries its CUDA device only from version 3 on. The encoder does not validate numbers:
+// a caller that passes absurd values (rank ≥ nranks, ...) gets a record the decoder rejects.
+void EncodeRecord(const CollectiveRecordFields& record, uint8_t* out,
+                  uint16_t version = kRecordFormatVersion) noexcept;
 void EncodeBatchHeader(const BatchHeaderFields& header, uint8_t* out) noexcept;
+// Rewrites an encoded record (kRecordSize bytes, encoded for the newest version) in place for a
+// frame of an older `version`: zeroes what that version reserves (the CUDA device before
+// version 3). The sender's ring holds records of the newest version; an older agent gets them so.
+void DowngradeRecord(uint8_t* record, uint16_t version) noexcept;
 
 // --- Pod identity ----------------------------------------------------------------------------------
 
@@ -197,15 +214,17 @@ struct DecodeStatus {
   bool ok() const noexcept { return error == DecodeError::kOk; }
 };
 
-// Decodes and validates a batch header (version 1 or 2) from the first bytes of `size`. On success
+// Decodes and validates a batch header (version 1, 2 or 3) from the first bytes of `size`. On success
 // `*frame_size` is the whole frame's length (header + records). Fewer bytes than the header of its
 // version: kTruncated (and only then).
 DecodeStatus DecodeBatchHeader(const uint8_t* data, size_t size, BatchHeaderFields* header,
                                size_t* frame_size) noexcept;
 
-// Decodes and validates one record from exactly kRecordSize bytes (fewer: kTruncated).
-DecodeStatus DecodeRecord(const uint8_t* data, size_t size,
-                          CollectiveRecordFields* record) noexcept;
+// Decodes and validates one record of a frame of `version` (the newest by default) from exactly
+// kRecordSize bytes (fewer: kTruncated). Before version 3 bytes 76–79 are reserved (zero) and the
+// record's cuda_device is -1.
+DecodeStatus DecodeRecord(const uint8_t* data, size_t size, CollectiveRecordFields* record,
+                          uint16_t version = kRecordFormatVersion) noexcept;
 
 // Validates a whole frame (header + records) of exactly `size` bytes: kTruncated if shorter than
 // its header says, kBadLength if longer. Records are written to `records[0..capacity)`; a frame

@@ -30,6 +30,7 @@ void RecordToProto(const CollectiveRecordFields& r, v1::CollectiveRecord* out) {
   out->set_pid(r.pid);
   out->set_host(r.host.c_str());
   out->set_clock_synchronized((r.flags & kRecordFlagClockSynchronized) != 0);
+  if (r.cuda_device >= 0) out->set_cuda_device(r.cuda_device);
 }
 
 void SetPod(const BatchHeaderFields& header, v1::CollectiveRecord* out) {
@@ -75,7 +76,7 @@ absl::StatusOr<std::string> EncodeFrame(const BatchHeaderFields& header,
   uint8_t* p = reinterpret_cast<uint8_t*>(out.data());
   EncodeBatchHeader(h, p);
   for (size_t i = 0; i < records.size(); ++i) {
-    EncodeRecord(records[i], p + h.header_size() + i * kRecordSize);
+    EncodeRecord(records[i], p + h.header_size() + i * kRecordSize, h.version);
   }
   return out;
 }

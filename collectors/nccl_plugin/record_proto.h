@@ -19,18 +19,20 @@ namespace ringside::collectors {
 // decoder's detail: "collective record: bad_magic: batch magic is not RSCB".
 absl::Status DecodeStatusToAbsl(const DecodeStatus& status);
 
-// The proto form of one decoded record.
+// The proto form of one decoded record (cuda_device set only when known).
 void RecordToProto(const CollectiveRecordFields& record, v1::CollectiveRecord* out);
 v1::CollectiveRecord RecordToProto(const CollectiveRecordFields& record);
-// The sender's pod (a version-2 batch header's) onto one of its records; nothing without one.
+// The sender's pod (a version-2 or -3 batch header's) onto one of its records; nothing without one.
 void SetPod(const BatchHeaderFields& header, v1::CollectiveRecord* out);
 
-// A whole frame (header + records, exactly `frame.size()` bytes, version 1 or 2) decoded into a
-// CollectiveBatch: its records (with the header's pod, version 2), and the header's drop count
+// A whole frame (header + records, exactly `frame.size()` bytes, version 1, 2 or 3) decoded into
+// a CollectiveBatch: its records (with the header's pod from version 2, their CUDA device from
+// version 3), and the header's drop count
 // under the header's job id (absent when zero).
 absl::StatusOr<v1::CollectiveBatch> DecodeFrameToProto(absl::Span<const uint8_t> frame);
 
-// Encodes a frame (header + records, in header.version) into bytes: for tests and tools.
+// Encodes a frame (header + records, in header.version: the records' CUDA device only in version
+// 3) into bytes: for tests and tools.
 // `records.size()` must not exceed kMaxRecordsPerBatch (InvalidArgument otherwise).
 absl::StatusOr<std::string> EncodeFrame(const BatchHeaderFields& header,
                                         const std::vector<CollectiveRecordFields>& records);

@@ -20,6 +20,13 @@ constinit Sender g_sender;
 namespace {
 // The batch being written (only the sender thread touches it).
 alignas(64) uint8_t frame_[kMaxFrameSize];
+
+// The version to try after an agent refused `version`: version 2 only carries the pod, so without
+// one it is skipped.
+uint16_t OlderVersion(uint16_t version) noexcept {
+  if (version == kFormatVersion3 && !g_shared.pod.empty()) return kFormatVersion2;
+  return kFormatVersion1;
+}
 }  // namespace
 
 bool Sender::SetSocketPath(const char* path) noexcept {
@@ -153,12 +160,13 @@ void Sender::Wait(int64_t timeout_ns) noexcept {
     (void)!::read(wake_fd_, &value, sizeof(value));
   }
   if (n == 2 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-    // The agent writes only the version-2 acknowledgement; otherwise readable means it closed the
-    // connection (or misbehaves).
+    // The agent writes only the acknowledgement of the connection's version; otherwise readable
+    // means it closed the connection (or misbehaves).
     uint8_t scratch[256];
     const ssize_t r = ::recv(fd_, scratch, sizeof(scratch), MSG_DONTWAIT);
-    if (r > 0 && conn_version_ == kFormatVersion2 &&
-        std::memchr(scratch, kVersion2Ack, static_cast<size_t>(r)) != nullptr) {
+    if (r > 0 && conn_version_ >= kFormatVersion2 &&
+        std::memchr(scratch, static_cast<uint8_t>(conn_version_), static_cast<size_t>(r)) !=
+            nullptr) {
       acked_ = true;
       unacked_ = 0;
     }
@@ -167,25 +175,25 @@ void Sender::Wait(int64_t timeout_ns) noexcept {
 }
 
 bool Sender::Connect() noexcept {
-  const bool want_v2 = !g_shared.pod.empty() && !v1_only_;
+  uint16_t version = max_version_;
+  if (version == kFormatVersion2 && g_shared.pod.empty()) version = kFormatVersion1;
   if (!Open()) return false;
-  conn_version_ = want_v2 ? kFormatVersion2 : kFormatVersion1;
-  if (conn_version_ == kFormatVersion2) {
-    switch (Hello()) {
-      case HelloResult::kAcked:
-        acked_ = true;
-        break;
-      case HelloResult::kRefused:
-        // An agent that speaks only version 1: nothing but the hello was lost. Version 1 on a new
-        // connection, at once.
-        Disconnect();
-        v1_only_ = true;
-        if (!Open()) return false;
-        conn_version_ = kFormatVersion1;
-        break;
-      case HelloResult::kNoAnswer:
-        break;  // a slow agent: records go out, counted as dropped if it refuses them later
+  conn_version_ = version;
+  while (conn_version_ >= kFormatVersion2) {
+    const HelloResult hello = Hello();
+    if (hello == HelloResult::kAcked) {
+      acked_ = true;
+      break;
     }
+    if (hello == HelloResult::kNoAnswer) break;  // a slow agent: records go out, counted as
+                                                 // dropped if it refuses them later
+    // An agent that does not speak this version: nothing but the hello was lost. The next older
+    // version on a new connection, at once.
+    version = OlderVersion(conn_version_);
+    Disconnect();
+    max_version_ = version;
+    if (!Open()) return false;
+    conn_version_ = version;
   }
   connected_.store(true, std::memory_order_release);
   return true;
@@ -208,9 +216,10 @@ bool Sender::Open() noexcept {
 }
 
 Sender::HelloResult Sender::Hello() noexcept {
-  // A version-2 header with no records and no drops: the pod, and a question.
+  // A header of the connection's version (2 or 3) with no records and no drops: the pod, and a
+  // question.
   BatchHeaderFields header;
-  header.version = kFormatVersion2;
+  header.version = conn_version_;
   header.job_id = g_shared.batch_job;
   header.pod = g_shared.pod;
   header.pod_namespace = g_shared.pod_namespace;
@@ -226,7 +235,8 @@ Sender::HelloResult Sender::Hello() noexcept {
     if (::poll(&p, 1, static_cast<int>(slice / 1'000'000) + 1) <= 0) continue;
     uint8_t scratch[64];
     const ssize_t r = ::recv(fd_, scratch, sizeof(scratch), MSG_DONTWAIT);
-    if (r > 0 && std::memchr(scratch, kVersion2Ack, static_cast<size_t>(r)) != nullptr) {
+    if (r > 0 && std::memchr(scratch, static_cast<uint8_t>(conn_version_),
+                             static_cast<size_t>(r)) != nullptr) {
       return HelloResult::kAcked;
     }
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return HelloResult::kRefused;
@@ -234,13 +244,13 @@ Sender::HelloResult Sender::Hello() noexcept {
 }
 
 void Sender::ConnectionLost() noexcept {
-  if (conn_version_ == kFormatVersion2 && !acked_) {
-    // Most likely an agent that speaks only version 1 and cut us off at the first header: what it
-    // was sent is lost, and the next connection speaks version 1.
-    v1_only_ = true;
+  if (conn_version_ >= kFormatVersion2 && !acked_) {
+    // Most likely an agent that does not speak this version and cut us off at the first header:
+    // what it was sent is lost, and the next connection speaks an older version.
+    max_version_ = OlderVersion(conn_version_);
     g_shared.dropped.fetch_add(unacked_, std::memory_order_acq_rel);
-  } else if (conn_version_ == kFormatVersion1) {
-    v1_only_ = false;  // the agent went away: the next one may speak version 2
+  } else if (conn_version_ != 0 && conn_version_ < kRecordFormatVersion) {
+    max_version_ = kRecordFormatVersion;  // the agent went away: the next one may speak the newest
   }
   Disconnect();
 }
@@ -264,12 +274,18 @@ bool Sender::SendAvailable(uint64_t* sent) noexcept {
     }
     const uint64_t dropped = g_shared.dropped.exchange(0, std::memory_order_acq_rel);
     if (count == 0 && dropped == 0) return true;
+    if (conn_version_ < kRecordFormatVersion) {
+      // The ring holds records of the newest version: an older agent gets them as it knows them.
+      for (uint32_t i = 0; i < count; ++i) {
+        DowngradeRecord(frame_ + header_size + i * kRecordSize, conn_version_);
+      }
+    }
     BatchHeaderFields header;
     header.version = conn_version_;
     header.record_count = count;
     header.dropped = dropped;
     header.job_id = g_shared.batch_job;
-    if (conn_version_ == kFormatVersion2) {
+    if (conn_version_ >= kFormatVersion2) {
       header.pod = g_shared.pod;
       header.pod_namespace = g_shared.pod_namespace;
     }
@@ -279,7 +295,7 @@ bool Sender::SendAvailable(uint64_t* sent) noexcept {
       g_shared.dropped.fetch_add(count + dropped, std::memory_order_acq_rel);
       return false;
     }
-    if (conn_version_ == kFormatVersion2 && !acked_) unacked_ += count + dropped;
+    if (conn_version_ >= kFormatVersion2 && !acked_) unacked_ += count + dropped;
     *sent += count;
     if (count < kMaxRecordsPerBatch) return true;
   }

@@ -6,15 +6,18 @@
 // counted by the producers. Slow agent: a batch that cannot be written within 5 s closes the
 // connection; its records join the drop count. The drop count goes out in the next batch header.
 //
-// Format version: with a pod identity (POD_NAME/POD_NAMESPACE) each connection starts in version 2,
-// whose batch headers carry the pod. The thread first sends a hello (a version-2 header with no
-// records) and waits up to 1 s for the answer. A version-2 agent answers with one byte
-// (kVersion2Ack). A version-1 agent cuts the connection off instead (bad_version): the thread
-// reconnects at once in version 1 (no pod), having lost nothing. No answer in time (a stalled
-// agent): records go out in version 2, and if the connection is then lost before the answer came,
-// what was sent on it counts as dropped and the next connection speaks version 1. After a
-// version-1 connection ends (the agent may have been upgraded) the next one tries version 2
-// again. Without a pod identity: always version 1, as before.
+// Format version: each connection starts in version 3, whose records carry their CUDA device and
+// whose batch headers carry the pod (POD_NAME/POD_NAMESPACE, when set). The thread first sends a
+// hello (a header of that version with no records) and waits up to 1 s for the answer. An agent
+// that speaks the version answers with one byte, the version (kVersion3Ack, kVersion2Ack). An
+// older agent cuts the connection off instead (bad_version): the thread reconnects at once in the
+// next older version, having lost nothing: version 2 (pod, no device) with a pod identity, else
+// version 1 (neither, no hello); a version-1 agent refuses the version-2 hello in turn. No answer
+// in time (a stalled agent): records go out in the version asked, and if the connection is then
+// lost before the answer came, what was sent on it counts as dropped and the next connection
+// speaks the next older version. After a connection in an older version ends (the agent may have
+// been upgraded) the next one tries version 3 again. The ring holds version-3 records; for an
+// older connection the sender zeroes their device bytes (DowngradeRecord).
 #ifndef RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 #define RINGSIDE_COLLECTORS_NCCL_PLUGIN_SENDER_H_
 
@@ -35,7 +38,7 @@ struct SenderTimings {
   int64_t connect_backoff_max_ns;
   int64_t stall_timeout_ns;         // a batch not written by then: disconnect
   int64_t clock_check_interval_ns;  // how often the NTP state is read again
-  int64_t hello_timeout_ns;         // how long a version-2 hello waits for the agent's answer
+  int64_t hello_timeout_ns;         // how long a hello (version 2, 3) waits for the agent's answer
 };
 inline constexpr SenderTimings kSenderTimings = {20'000'000,     1'000'000,     50'000'000,
                                                  2'000'000'000,  5'000'000'000, 10'000'000'000,
@@ -70,7 +73,7 @@ class Sender {
  private:
   static void* ThreadMain(void* self) noexcept;
   void Loop() noexcept;
-  // Connects, in version 2 after a hello if there is a pod identity (see above).
+  // Connects, in the newest version the agent acknowledges (see above).
   bool Connect() noexcept;
   bool Open() noexcept;  // the socket alone
   enum class HelloResult { kAcked, kRefused, kNoAnswer };
@@ -98,12 +101,14 @@ class Sender {
   int64_t next_connect_ns_ = 0;
   int64_t backoff_ns_ = 0;
   int64_t next_clock_check_ns_ = 0;
-  // The current connection's format version (0: none), whether the agent acknowledged version 2,
+  // The current connection's format version (0: none), whether the agent acknowledged it (2, 3),
   // and what was sent (records and reported drops) before it did.
   uint16_t conn_version_ = 0;
   bool acked_ = false;
   uint64_t unacked_ = 0;
-  bool v1_only_ = false;  // the last version-2 connection was refused: speak version 1
+  // The version the next connection tries: lowered when an agent refuses one, back to the newest
+  // after a connection in an older version ends.
+  uint16_t max_version_ = kRecordFormatVersion;
 };
 
 extern Sender g_sender;

@@ -105,7 +105,7 @@ struct CollectiveListener::Connection {
   double tokens = 0;
   absl::Time refilled;
   bool done = false;
-  bool acked_v2 = false;  // the version-2 acknowledgement was sent
+  uint16_t acked = 0;  // the version acknowledged on this connection (2 or 3), 0 none yet
 
   ~Connection() {
     if (fd >= 0) ::close(fd);
@@ -362,19 +362,20 @@ bool CollectiveListener::ProcessFrames(Connection& c) {
       Reject(&c, rc::DecodeErrorName(s.error), s.detail);
       return false;
     }
-    if (header.version == rc::kFormatVersion2 && !c.acked_v2) {
-      // Tell a version-2 plugin it may keep speaking version 2 (it falls back to version 1 when
-      // an agent cuts it off before this byte; sender.h). One byte into an empty socket buffer:
-      // it does not block, and a plugin that went away is noticed at its next frame.
-      c.acked_v2 = true;
-      const uint8_t ack = rc::kVersion2Ack;
+    if (header.version >= rc::kFormatVersion2 && c.acked == 0) {
+      // Tell a plugin of version 2 or 3 it may keep speaking that version (it falls back to an
+      // older one when an agent cuts it off before this byte; sender.h): one byte, the version.
+      // One byte into an empty socket buffer: it does not block, and a plugin that went away is
+      // noticed at its next frame.
+      c.acked = header.version;
+      const uint8_t ack = static_cast<uint8_t>(header.version);
       (void)!::send(c.fd, &ack, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
     if (avail < frame_size) break;
     records_.resize(rc::kMaxRecordsPerBatch);
     for (uint32_t i = 0; i < header.record_count; ++i) {
       s = rc::DecodeRecord(p + header.header_size() + i * rc::kRecordSize, rc::kRecordSize,
-                           &records_[i]);
+                           &records_[i], header.version);
       if (!s.ok()) {
         Reject(&c, rc::DecodeErrorName(s.error), absl::StrCat("record ", i, ": ", s.detail));
         return false;
@@ -414,7 +415,7 @@ void CollectiveListener::Deliver(Connection& c, const rc::BatchHeaderFields& hea
       // The kernel's word over the sender's: pid as this node sees it, host as ringside names it.
       if (c.pid > 0) r->set_pid(static_cast<uint32_t>(c.pid));
       if (!options_.node.empty()) r->set_host(options_.node);
-      rc::SetPod(header, r);  // format version 2: the sender's pod, from its batch header
+      rc::SetPod(header, r);  // format version 2, 3: the sender's pod, from its batch header
       ++accepted[job];
     } else {
       ++limited[job];

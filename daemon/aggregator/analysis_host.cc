@@ -239,6 +239,7 @@ void AnalysisHost::OnCollectives(absl::string_view node, uint64_t, uint64_t, abs
     o.pid = r.pid();
     o.pod = r.pod();
     o.pod_namespace = r.pod_namespace();
+    o.cuda_device = r.has_cuda_device() ? r.cuda_device() : -1;
     o.clock_synchronized = r.clock_synchronized();
     o.peer = r.has_peer() ? r.peer() : -1;
     analysis_->OnCollective(o);

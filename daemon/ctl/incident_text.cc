@@ -13,7 +13,7 @@ namespace {
 
 const char* const kKnownKeys[] = {"job",    "rank", "comm", "node",     "device", "port",
                                   "netdev", "gpu",  "link", "priority", "source", "pod",
-                                  "namespace"};
+                                  "namespace", "cuda_device"};
 
 bool Known(const std::string& key) {
   return std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) != std::end(kKnownKeys);
@@ -46,6 +46,10 @@ std::string EntityText(const EntityMap& entity) {
     if (!node.empty()) parts.push_back(absl::StrCat("on ", node));
     if (std::string pod = Get(entity, "pod"); !pod.empty()) {
       parts.push_back(absl::StrCat("pod ", PodText(Get(entity, "namespace"), pod)));
+    }
+    // The rank's GPU in its process (one process may drive several).
+    if (std::string d = Get(entity, "cuda_device"); !d.empty()) {
+      parts.push_back(absl::StrCat("cuda device ", d));
     }
   } else {
     if (!job.empty()) parts.push_back(absl::StrCat("job ", job));

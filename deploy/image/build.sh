@@ -13,11 +13,15 @@
 # --oci-archive F   also save the image as an OCI archive file F (podman save)
 # --podman-root DIR podman's storage in DIR/storage and DIR/run instead of the system's
 # --cache DIR       reuse and keep downloaded Debian packages in DIR (default: none)
+# --ca-bundle FILE  the CA certificates (PEM) the image gets as /etc/ssl/certs/ca-certificates.crt
+#                   (default: that file of the machine that builds, from its ca-certificates)
 #
 # What is in it (docs/deploy.md, "Container image"): the files of ringside-agent,
 # ringside-aggregator, ringside-cli and ringside-nccl-plugin; the Debian packages their binaries
 # link (the packages' own Depends, from dpkg-shlibdeps) and the RDMA providers libibverbs loads,
-# base-files and coreutils (install, cp and mv for the Kubernetes init containers); not what only
+# base-files and coreutils (install, cp and mv for the Kubernetes init containers); the CA bundle
+# /etc/ssl/certs/ca-certificates.crt (libcurl's CA store, for alerts over https), copied from the
+# build machine because the ca-certificates package needs debconf and perl; not what only
 # maintainer scripts use (adduser, passwd, debconf: prune-rootfs.py). Nothing runs at run time but the ringside binaries: no apt,
 # no dpkg, no shell (/bin/sh does not exist). The packages are unpacked with mmdebstrap's
 # extract variant, so no maintainer script runs; the accounts are written here instead:
@@ -43,6 +47,7 @@ podman_root=""
 tag=""
 oci_archive=""
 cache=""
+ca_bundle=/etc/ssl/certs/ca-certificates.crt
 while [ $# -gt 0 ]; do
   case "$1" in
     --debs) debs="$2"; shift 2 ;;
@@ -59,6 +64,8 @@ while [ $# -gt 0 ]; do
     --oci-archive=*) oci_archive="${1#*=}"; shift ;;
     --cache) cache="$2"; shift 2 ;;
     --cache=*) cache="${1#*=}"; shift ;;
+    --ca-bundle) ca_bundle="$2"; shift 2 ;;
+    --ca-bundle=*) ca_bundle="${1#*=}"; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "build.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -81,6 +88,9 @@ if [ -n "$from_rootfs" ]; then
   tar -C "$from_rootfs" --numeric-owner --sort=name -cf "$target" .
 else
   command -v mmdebstrap >/dev/null || { echo "build.sh: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }
+  grep -q -- '-----BEGIN CERTIFICATE-----' "$ca_bundle" 2>/dev/null ||
+    { echo "build.sh: $ca_bundle is not a CA bundle (apt-get install ca-certificates, or --ca-bundle FILE)" >&2; exit 1; }
+  ca_bundle="$(cd "$(dirname "$ca_bundle")" && pwd)/$(basename "$ca_bundle")"
   debs="$(cd "$debs" && pwd)"
   pkgs=()
   for name in ringside-agent ringside-aggregator ringside-cli ringside-nccl-plugin; do
@@ -129,7 +139,7 @@ else
   mmdebstrap --mode="$mode" --variant=extract --include="$include" \
     --aptopt='Apt::Install-Recommends "false"' \
     "${cache_args[@]}" \
-    --extract-hook="'$HERE/customize-rootfs.sh' \"\$1\" $RINGSIDE_UID $RINGSIDE_GID $include ${pkgs[*]}" \
+    --extract-hook="'$HERE/customize-rootfs.sh' \"\$1\" $RINGSIDE_UID $RINGSIDE_GID '$ca_bundle' $include ${pkgs[*]}" \
     bookworm "$target" "${mirrors[@]}" </dev/null
 
   if [ -n "$rootfs_only" ]; then

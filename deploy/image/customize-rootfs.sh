@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # mmdebstrap extract hook of deploy/image/build.sh (runs on the host, as root):
-#   customize-rootfs.sh ROOT UID GID INCLUDE RINGSIDE_DEB...
-# (INCLUDE: the comma-separated --include list mmdebstrap was given.)
+#   customize-rootfs.sh ROOT UID GID CA_BUNDLE INCLUDE RINGSIDE_DEB...
+# (CA_BUNDLE: the PEM file to install as /etc/ssl/certs/ca-certificates.crt; INCLUDE: the
+# comma-separated --include list mmdebstrap was given.)
 # Unpacks the ringside packages into ROOT; removes the packages only maintainer scripts need
 # (prune-rootfs.py: adduser, passwd with its setuid programs, debconf, mawk, and what only they
 # depend on) and lists the rest in /var/lib/dpkg/status; writes the accounts (root, ringside
-# UID:GID, nobody), the name service and dynamic linker configuration, the state directories;
-# drops documentation other than copyright files.
+# UID:GID, nobody), the name service and dynamic linker configuration, the state directories, the
+# CA bundle; drops documentation other than copyright files.
 set -euo pipefail
-root="$1"; uid="$2"; gid="$3"; include="$4"; shift 4
+root="$1"; uid="$2"; gid="$3"; ca_bundle="$4"; include="$5"; shift 5
 
 for deb in "$@"; do
   dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$root" --keep-directory-symlink
@@ -45,6 +46,11 @@ install -d -m 0750 -o "$uid" -g "$gid" "$root/var/lib/ringside"
 install -d -m 0700 -o "$uid" -g "$gid" "$root/var/lib/ringside-aggregator"
 install -d -m 1777 "$root/tmp"
 install -d -m 0755 "$root/run" "$root/root"
+
+# The system CA store libcurl reads (alert delivery over https without --alert-ca): the build
+# machine's bundle, not the ca-certificates package, whose maintainer scripts need debconf and
+# perl. It is as fresh as the build machine's ca-certificates: rebuild the image to refresh it.
+install -D -m 0644 -o 0 -g 0 "$ca_bundle" "$root/etc/ssl/certs/ca-certificates.crt"
 
 find "$root/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete 2>/dev/null || true
 find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete 2>/dev/null || true

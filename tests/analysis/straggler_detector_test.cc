@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/testing/temp_dir.h"
 
@@ -144,6 +145,61 @@ TEST(StragglerDetectorTest, TheStragglersPodIsInItsEntityAndRankView) {
   }
 }
 
+// Processes driving several GPUs (JAX drives every GPU of a host from one process, some PyTorch
+// launchers do too): the ranks of one process share its pid, its clock and, where the launcher
+// sets RANK, its global rank; they differ only by CUDA device. Rank 5 (a GPU of a process whose
+// other GPUs are healthy) is slow. Each GPU is a worker of its own, so rank 5 is flagged, with
+// its device, and its process's other GPUs are not. Merged into one worker per process (the
+// key before format version 3), the process's GPUs' operations pile up in one log (its busy time
+// is no longer any GPU's) and a GPU is never compared with its process's other GPUs: with one
+// process for all eight GPUs there is no peer left and nothing can be flagged at all.
+TEST(StragglerDetectorTest, GpusOfOneProcessAreWorkersOfTheirOwnAndOnlyTheSlowOneIsFlagged) {
+  struct Case {
+    int gpus_per_process;
+    bool global_rank;  // the launcher set RANK: the process's
+  };
+  for (const Case c : {Case{8, false}, Case{4, true}, Case{2, false}}) {
+    SCOPED_TRACE(absl::StrCat(c.gpus_per_process, " GPUs per process",
+                              c.global_rank ? ", global rank = the process's" : ""));
+    SyntheticJob job(8, 5);
+    StragglerDetector d;
+    std::vector<Finding> findings;
+    for (int i = 0; i < 40; ++i) {
+      for (CollectiveObservation obs : job.Iteration({{5, 1.2}})) {
+        const int rank = static_cast<int>(obs.rank);
+        const int process = rank / c.gpus_per_process;
+        // One clock per process (SyntheticJob gives every rank its own, 1 s apart).
+        const int64_t shift = static_cast<int64_t>(process - rank) * 1'000'000'000LL;
+        obs.start_ns += shift;
+        obs.stop_ns += shift;
+        obs.host = "node-0";
+        obs.pid = 7000 + process;
+        obs.cuda_device = rank % c.gpus_per_process;
+        obs.global_rank = c.global_rank ? process : -1;
+        d.Observe(obs, findings);
+      }
+    }
+    std::set<int> flagged;
+    const Finding* opened = nullptr;
+    for (const Finding& f : findings) {
+      if (f.kind != IncidentKind::kStraggler || !f.active) continue;
+      if (opened == nullptr) opened = &f;
+      flagged.insert(static_cast<int>(f.evidence.at("comm_rank")));
+    }
+    ASSERT_NE(opened, nullptr) << "the slow GPU was not flagged";
+    EXPECT_EQ(flagged, std::set<int>{5}) << "only comm rank 5, none of its process's other GPUs";
+    const std::string device = std::to_string(5 % c.gpus_per_process);
+    const std::string rank = c.global_rank ? std::to_string(5 / c.gpus_per_process) : "5";
+    EXPECT_EQ(opened->entity.at("cuda_device"), device);
+    EXPECT_EQ(opened->entity.at("node"), "node-0");
+    EXPECT_EQ(opened->entity.at("rank"), rank);
+    EXPECT_NE(opened->summary.find(absl::StrCat("rank ", rank, " (cuda device ", device,
+                                                ") of job job-1")),
+              std::string::npos)
+        << opened->summary;
+  }
+}
+
 TEST(StragglerDetectorTest, AStragglerWithoutAPodHasNoPodLabels) {
   SyntheticJob job(8, 4);
   StragglerDetector d;
@@ -151,6 +207,7 @@ TEST(StragglerDetectorTest, AStragglerWithoutAPodHasNoPodLabels) {
   ASSERT_FALSE(o.findings.empty());
   EXPECT_EQ(o.findings.front().entity.count("pod"), 0u);
   EXPECT_EQ(o.findings.front().entity.count("namespace"), 0u);
+  EXPECT_EQ(o.findings.front().entity.count("cuda_device"), 0u) << "no device known";
   EXPECT_EQ(o.findings.front().summary.find("pod"), std::string::npos);
 }
 

@@ -37,6 +37,21 @@ CollectiveRecordFields SampleRecord(int i = 0) {
   return r;
 }
 
+// A version-3 frame: version 2's header (the pod, when given), records with their CUDA device.
+std::string FrameV3(const std::vector<CollectiveRecordFields>& records, uint64_t dropped = 0,
+                    const char* job = "slurm-981273", const char* pod = "",
+                    const char* pod_namespace = "") {
+  BatchHeaderFields h;
+  h.version = kFormatVersion3;
+  h.dropped = dropped;
+  h.job_id.Set(job);
+  h.pod.Set(pod);
+  h.pod_namespace.Set(pod_namespace);
+  absl::StatusOr<std::string> f = EncodeFrame(h, records);
+  EXPECT_TRUE(f.ok()) << f.status();
+  return f.ok() ? *f : "";
+}
+
 std::string Frame(const std::vector<CollectiveRecordFields>& records, uint64_t dropped = 0,
                   const char* job = "slurm-981273", const char* pod = nullptr,
                   const char* pod_namespace = nullptr) {
@@ -167,8 +182,11 @@ TEST(CollectiveRecordTest, RejectsMalformedHeaders) {
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadMagic);
   EXPECT_EQ(ErrorOf("GET / HTTP/1.0\r\n\r\n"), DecodeError::kBadMagic);
   f = good;
-  Poke(f, 4, 3, 2);
+  Poke(f, 4, 4, 2);
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadVersion);
+  f = good;
+  Poke(f, 4, 3, 2);  // a version-1 header claiming version 3: its header_length is 96, not 416
+  EXPECT_EQ(ErrorOf(f), DecodeError::kBadLength);
   f = good;
   Poke(f, 4, 0, 2);
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadVersion);
@@ -338,11 +356,18 @@ TEST(CollectiveRecordTest, RandomCorruptionsAreRejectedOrDecodedIdentically) {
     std::vector<CollectiveRecordFields> records;
     const int n = static_cast<int>(rng() % 6);
     for (int i = 0; i < n; ++i) records.push_back(SampleRecord(static_cast<int>(rng() % 1000)));
-    // Half the frames in version 2, with a pod identity.
-    const bool v2 = rng() % 2 == 0;
-    const std::string original = v2 ? Frame(records, rng() % 1000, "slurm-981273",
-                                            "trainer-7f9c-0", "ml-research")
-                                    : Frame(records, rng() % 1000);
+    // A third of the frames in version 2, with a pod identity; a third in version 3, whose
+    // records carry a CUDA device (or none).
+    const int version = 1 + static_cast<int>(rng() % 3);
+    if (version == 3) {
+      for (CollectiveRecordFields& r : records) r.cuda_device = static_cast<int32_t>(rng() % 9) - 1;
+    }
+    const std::string original =
+        version == 2   ? Frame(records, rng() % 1000, "slurm-981273", "trainer-7f9c-0",
+                               "ml-research")
+        : version == 3 ? FrameV3(records, rng() % 1000, "slurm-981273", "trainer-7f9c-0",
+                                 "ml-research")
+                       : Frame(records, rng() % 1000);
     std::string f = original;
     switch (rng() % 6) {
       case 0:
@@ -518,6 +543,118 @@ TEST(CollectiveRecordTest, PodNamesAreValidatedTheKubernetesWay) {
   const std::string ns(64, 'n');
   EXPECT_TRUE(ValidPodNamespace(ns.c_str(), 63));
   EXPECT_FALSE(ValidPodNamespace(ns.c_str(), 64));
+}
+
+}  // namespace
+}  // namespace ringside::collectors
+
+namespace ringside::collectors {
+namespace {
+
+// --- Format version 3: the CUDA device in every record --------------------------------------------
+
+TEST(CollectiveRecordTest, VersionThreeCarriesTheCudaDeviceInTheRecordsReservedBytes) {
+  CollectiveRecordFields r = SampleRecord();
+  r.cuda_device = 6;
+  const std::string f = FrameV3({r}, 5, "job-a", "trainer-0", "ml-team");
+  ASSERT_EQ(f.size(), 416u + 352u);
+  EXPECT_EQ(f[4], 3);                               // version
+  EXPECT_EQ(Bytes(f)[6] | Bytes(f)[7] << 8, 416);   // header_length: version 2's header
+  EXPECT_EQ(Bytes(f)[16] | Bytes(f)[17] << 8, 352);  // record_length: records did not grow
+  EXPECT_EQ(std::string(f.data() + 96), "trainer-0");
+  EXPECT_EQ(std::string(f.data() + 352), "ml-team");
+  const std::string rec = f.substr(416);
+  EXPECT_EQ(rec[4], 1);  // the record's own layout version is unchanged
+  uint32_t device = 0;
+  std::memcpy(&device, rec.data() + 76, 4);
+  EXPECT_EQ(device, 7u) << "cuda_device + 1";
+  EXPECT_EQ(rec[74], 0);
+  EXPECT_EQ(rec[75], 0);
+  // Everything else is the version-2 record byte for byte; version 2 keeps bytes 76–79 zero.
+  std::string v2 = Frame({r}, 5, "job-a", "trainer-0", "ml-team").substr(416);
+  for (int i = 76; i < 80; ++i) EXPECT_EQ(v2[i], 0) << i;
+  v2.replace(76, 4, rec.substr(76, 4));
+  EXPECT_EQ(rec, v2);
+  // An unknown device is 0 on the wire.
+  r.cuda_device = -1;
+  EXPECT_EQ(FrameV3({r}).substr(416 + 76, 4), std::string(4, '\0'));
+}
+
+TEST(CollectiveRecordTest, VersionThreeRoundTripsTheDeviceIntoTheProto) {
+  std::vector<CollectiveRecordFields> in = {SampleRecord(0), SampleRecord(1), SampleRecord(2)};
+  in[0].cuda_device = 0;  // ordinal 0 is a device, not "unknown"
+  in[1].cuda_device = 1;
+  in[2].cuda_device = -1;
+  const std::string f = FrameV3(in, 2, "job-a", "trainer-0", "ml-team");
+  BatchHeaderFields h;
+  std::vector<CollectiveRecordFields> out;
+  ASSERT_TRUE(DecodeAll(f, &h, &out).ok()) << DecodeAll(f).detail;
+  EXPECT_EQ(h.version, kFormatVersion3);
+  EXPECT_STREQ(h.pod.c_str(), "trainer-0");
+  EXPECT_EQ(out, in);
+  absl::StatusOr<std::string> again = EncodeFrame(h, out);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, f);
+
+  absl::StatusOr<v1::CollectiveBatch> b = DecodeFrameToProto(absl::MakeSpan(Bytes(f), f.size()));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->records_size(), 3);
+  ASSERT_TRUE(b->records(0).has_cuda_device());
+  EXPECT_EQ(b->records(0).cuda_device(), 0);
+  ASSERT_TRUE(b->records(1).has_cuda_device());
+  EXPECT_EQ(b->records(1).cuda_device(), 1);
+  EXPECT_FALSE(b->records(2).has_cuda_device());
+  EXPECT_EQ(b->records(1).pod(), "trainer-0");
+  // Without a pod, version 3 is just as valid.
+  ASSERT_TRUE(DecodeAll(FrameV3(in), &h).ok());
+  EXPECT_TRUE(h.pod.empty());
+}
+
+TEST(CollectiveRecordTest, OlderVersionsCarryNoDeviceAndRejectOneInTheirReservedBytes) {
+  CollectiveRecordFields r = SampleRecord();
+  r.cuda_device = 2;
+  for (const std::string& f : {Frame({r}), Frame({r}, 0, "job-a", "trainer-0", "ml-team")}) {
+    std::vector<CollectiveRecordFields> out;
+    ASSERT_TRUE(DecodeAll(f, nullptr, &out).ok());
+    EXPECT_EQ(out[0].cuda_device, -1) << "versions 1 and 2 have no device";
+    absl::StatusOr<v1::CollectiveBatch> b =
+        DecodeFrameToProto(absl::MakeSpan(Bytes(f), f.size()));
+    ASSERT_TRUE(b.ok());
+    EXPECT_FALSE(b->records(0).has_cuda_device());
+    // A device in a version-1 or -2 record: reserved bytes that are not zero.
+    std::string bad = f;
+    Poke(bad, f.size() - kRecordSize + 76, 3, 4);
+    EXPECT_EQ(ErrorOf(bad), DecodeError::kBadValue);
+  }
+  // Version 3: a device number past any real one.
+  std::string f = FrameV3({r});
+  Poke(f, 416 + 76, static_cast<uint64_t>(kMaxCudaDevice) + 2, 4);
+  EXPECT_EQ(ErrorOf(f), DecodeError::kBadValue);
+  Poke(f, 416 + 76, static_cast<uint64_t>(kMaxCudaDevice) + 1, 4);
+  EXPECT_TRUE(DecodeAll(f).ok());
+  // A record decoded on its own reads the newest version unless told the frame's.
+  const std::string v3 = FrameV3({r});
+  CollectiveRecordFields one;
+  ASSERT_TRUE(DecodeRecord(Bytes(v3) + 416, kRecordSize, &one).ok());
+  EXPECT_EQ(one.cuda_device, 2);
+  EXPECT_EQ(DecodeRecord(Bytes(v3) + 416, kRecordSize, &one, kFormatVersion2).error,
+            DecodeError::kBadValue);
+}
+
+TEST(CollectiveRecordTest, DowngradeRewritesANewestRecordAsAnOlderVersionEncodesIt) {
+  CollectiveRecordFields r = SampleRecord();
+  r.cuda_device = 4;
+  for (uint16_t version : {kFormatVersion1, kFormatVersion2, kFormatVersion3}) {
+    uint8_t newest[kRecordSize];
+    uint8_t direct[kRecordSize];
+    EncodeRecord(r, newest);
+    EncodeRecord(r, direct, version);
+    DowngradeRecord(newest, version);
+    EXPECT_EQ(std::memcmp(newest, direct, kRecordSize), 0) << "version " << version;
+    CollectiveRecordFields back;
+    ASSERT_TRUE(DecodeRecord(newest, kRecordSize, &back, version).ok()) << version;
+    EXPECT_EQ(back.cuda_device, version == kFormatVersion3 ? 4 : -1);
+  }
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 //   nccl_plugin_driver --plugin=PATH --version=4|5|6 --mode=plan|count|fork|weird|straggler|ce
 //       [--rank=R --nranks=N --collectives=K] [--socket=PATH] [--env=NAME=VALUE ...]
 //       [--preload-local=PATH] [--preload-global=PATH]
-//       [--wait-file=PATH] [--seccomp] [--late-rank=L --t0=UNIX_NS]
+//       [--wait-file=PATH] [--seccomp] [--late-rank=L --t0=UNIX_NS] [--gpus=G]
 //
 // plan:  2 communicators × K collectives from nccl_driver_plan.h.
 // count: K AllReduce collectives (2 channels each) on one thread, timed, then (after --wait-file
@@ -20,7 +20,12 @@
 // weird: odd inputs NCCL may send (NULL strings, zero channels, unknown events, NULL handles).
 // straggler: K AllReduce on one communicator "world" of N ranks, one every 10 ms from --t0 (the
 //        same for every rank): rank L arrives 4 ms late, so its kernel runs 1 ms and the others
-//        wait 4 ms more (5 ms); it is busy 90 % of each step, the others 50 %.
+//        wait 4 ms more (5 ms); it is busy 90 % of each step, the others 50 %. --gpus=G: this
+//        one process drives G GPUs, ranks R..R+G-1 of the communicator (JAX, some PyTorch
+//        launchers): each rank's init runs on a thread of its own after cudaSetDevice(g) (from a
+//        fake libcudart preloaded with --preload-global), as NCCL initialises a communicator on
+//        the thread that made its device current; then the collectives of every local rank run
+//        in turn on the main thread.
 //
 // Lines on stdout: "pid P", "mask M", "enqueue COMM I BEFORE AFTER", "count N WALL_NS MAX_NS",
 // "syscalls N LAST", "child-pid P", "done". Exit status 0 when everything was called.
@@ -31,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdarg>
@@ -463,29 +469,47 @@ int RunCopyEngine() {
   return 0;
 }
 
-int RunStraggler(int rank, int nranks, int collectives, int late, int64_t t0) {
-  const plan::CommSpec comm = {0x7171000000000001ull, "world", nranks, rank};
-  void* ctx = Init(comm, nranks);
-  for (int i = 0; i < collectives; ++i) {
-    plan::CollSpec spec{};
-    spec.func = "AllReduce";
-    spec.seq = static_cast<uint64_t>(i);
-    spec.count = 1 << 20;
-    spec.datatype = "ncclFloat32";
-    spec.algo = "RING";
-    spec.proto = "SIMPLE";
-    spec.channels = 1;
-    const uint64_t step = static_cast<uint64_t>(t0) + static_cast<uint64_t>(i) * 10'000'000ull;
-    const uint64_t start =
-        rank == late ? step + 4'000'000ull : step + static_cast<uint64_t>(rank) * 10'000ull;
-    void* group = StartGroup(ctx);
-    void* coll = StartColl(ctx, group, rank, spec);
-    Check(g_table.stop(coll) == 0, "stopEvent(Coll)");
-    Check(g_table.stop(group) == 0, "stopEvent(Group)");
-    void* h = StartKernelCh(ctx, coll, 0, start);
-    StopKernelCh(h, step + 5'000'000ull);
+int RunStraggler(int first_rank, int gpus, int nranks, int collectives, int late, int64_t t0) {
+  using SetDeviceFn = int (*)(int);
+  const auto set_device = reinterpret_cast<SetDeviceFn>(dlsym(RTLD_DEFAULT, "cudaSetDevice"));
+  if (gpus > 1 && set_device == nullptr) {
+    std::fprintf(stderr,
+                 "driver: --gpus needs a CUDA runtime with cudaSetDevice (--preload-global)\n");
+    return 2;
   }
-  Finalize(ctx);
+  std::vector<void*> ctxs(static_cast<size_t>(gpus), nullptr);
+  for (int g = 0; g < gpus; ++g) {
+    std::thread init([&, g] {
+      if (gpus > 1) Check(set_device(g) == 0, "cudaSetDevice");
+      const plan::CommSpec comm = {0x7171000000000001ull, "world", nranks, first_rank + g};
+      ctxs[static_cast<size_t>(g)] = Init(comm, nranks);
+    });
+    init.join();
+  }
+  for (int i = 0; i < collectives; ++i) {
+    for (int g = 0; g < gpus; ++g) {
+      void* ctx = ctxs[static_cast<size_t>(g)];
+      const int rank = first_rank + g;
+      plan::CollSpec spec{};
+      spec.func = "AllReduce";
+      spec.seq = static_cast<uint64_t>(i);
+      spec.count = 1 << 20;
+      spec.datatype = "ncclFloat32";
+      spec.algo = "RING";
+      spec.proto = "SIMPLE";
+      spec.channels = 1;
+      const uint64_t step = static_cast<uint64_t>(t0) + static_cast<uint64_t>(i) * 10'000'000ull;
+      const uint64_t start =
+          rank == late ? step + 4'000'000ull : step + static_cast<uint64_t>(rank) * 10'000ull;
+      void* group = StartGroup(ctx);
+      void* coll = StartColl(ctx, group, rank, spec);
+      Check(g_table.stop(coll) == 0, "stopEvent(Coll)");
+      Check(g_table.stop(group) == 0, "stopEvent(Group)");
+      void* h = StartKernelCh(ctx, coll, 0, start);
+      StopKernelCh(h, step + 5'000'000ull);
+    }
+  }
+  for (void* ctx : ctxs) Finalize(ctx);
   return 0;
 }
 
@@ -565,7 +589,8 @@ int main(int argc, char** argv) {
   } else if (mode == "weird") {
     rc = RunWeird();
   } else if (mode == "straggler") {
-    rc = RunStraggler(rank, nranks, collectives,
+    rc = RunStraggler(rank, std::max(1, std::atoi(Flag(argc, argv, "--gpus", "1").c_str())),
+                      nranks, collectives,
                       std::atoi(Flag(argc, argv, "--late-rank", "0").c_str()),
                       std::atoll(Flag(argc, argv, "--t0", "0").c_str()));
   } else {

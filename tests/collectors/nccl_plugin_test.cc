@@ -549,12 +549,14 @@ TEST_F(NcclPluginTest, PodFromTheDownwardApiReachesEveryRecord) {
   EXPECT_EQ(TotalRejections(), 0u) << Diagnostics();
 }
 
-// An agent from before format version 2: it takes version-1 frames only, and cuts a connection
-// off at the first header of another version (bad_version), as that release's decoder did. It
-// never writes to the plugin.
+// An agent from before format version 3: it takes frames up to `newest` (1 or 2) only, and cuts a
+// connection off at the first header of another version (bad_version), as that release's decoder
+// did. A version-1 agent never writes to the plugin; a version-2 agent acknowledges the first
+// version-2 header of a connection with one byte, 2. Its records are decoded with the rules of
+// their frame's version (a version-2 record must keep bytes 76–79 zero).
 class OldAgent {
  public:
-  explicit OldAgent(const std::string& path) {
+  explicit OldAgent(const std::string& path, uint16_t newest = 1) : newest_(newest) {
     listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     sockaddr_un addr = {};
     addr.sun_family = AF_UNIX;
@@ -574,11 +576,15 @@ class OldAgent {
   uint64_t dropped() const { return dropped_; }
   uint64_t refused() const { return refused_; }
   uint64_t garbage() const { return garbage_; }
+  // Records received in version-2 frames, and how many of them named a pod.
+  uint64_t v2_records() const { return v2_records_; }
+  uint64_t v2_records_with_pod() const { return v2_with_pod_; }
 
  private:
   struct Conn {
     int fd;
     std::string buf;
+    bool acked = false;
   };
   void Loop() {
     while (!stop_) {
@@ -609,7 +615,8 @@ class OldAgent {
   bool Consume(Conn& c) {
     while (c.buf.size() >= 6) {
       const auto* p = reinterpret_cast<const uint8_t*>(c.buf.data());
-      if ((p[4] | p[5] << 8) != 1) {
+      const int version = p[4] | p[5] << 8;
+      if (version < 1 || version > newest_) {
         ++refused_;
         return false;
       }
@@ -617,6 +624,11 @@ class OldAgent {
       size_t frame_size = 0;
       collectors::DecodeStatus s = collectors::DecodeBatchHeader(p, c.buf.size(), &h, &frame_size);
       if (s.error == collectors::DecodeError::kTruncated) return true;
+      if (s.ok() && version == 2 && !c.acked) {
+        c.acked = true;
+        const uint8_t ack = 2;
+        (void)!::send(c.fd, &ack, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      }
       if (!s.ok() || c.buf.size() < frame_size) {
         if (!s.ok()) ++garbage_;
         return s.ok();
@@ -629,16 +641,22 @@ class OldAgent {
       }
       records_ += h.record_count;
       dropped_ += h.dropped;
+      if (version == 2) {
+        v2_records_ += h.record_count;
+        if (!h.pod.empty()) v2_with_pod_ += h.record_count;
+      }
       c.buf.erase(0, frame_size);
     }
     return true;
   }
 
+  const int newest_;
   int listen_fd_ = -1;
   bool ok_ = false;
   std::atomic<bool> stop_{false};
   std::vector<Conn> conns_;  // the thread's
-  std::atomic<uint64_t> records_{0}, dropped_{0}, refused_{0}, garbage_{0};
+  std::atomic<uint64_t> records_{0}, dropped_{0}, refused_{0}, garbage_{0}, v2_records_{0},
+      v2_with_pod_{0};
   std::thread thread_;
 };
 
@@ -655,7 +673,8 @@ TEST_F(NcclPluginTest, AnAgentThatSpeaksOnlyVersionOneGetsEveryRecordInVersionOn
   args.push_back("--wait-file=" + go);
   Process p(args, tmp_.path());
   ASSERT_TRUE(p.WaitForStderr("phase 1 done", absl::Seconds(60))) << p.Stderr();
-  // The plugin's version-2 hello is cut off; it reconnects in version 1 and loses nothing.
+  // The plugin's version-3 hello is cut off, then its version-2 hello (it has a pod); it
+  // reconnects in version 1 and loses nothing.
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (old.records() + old.dropped() < kCollectives && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
@@ -665,8 +684,52 @@ TEST_F(NcclPluginTest, AnAgentThatSpeaksOnlyVersionOneGetsEveryRecordInVersionOn
   ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
   EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives + 1));
   EXPECT_EQ(old.dropped(), 0u);
-  EXPECT_EQ(old.refused(), 1u) << "one refused hello, then version 1 for good";
+  EXPECT_EQ(old.refused(), 2u) << "refused hellos of versions 3 and 2, then version 1 for good";
   EXPECT_EQ(old.garbage(), 0u);
+  EXPECT_EQ(old.v2_records(), 0u);
+}
+
+// A version-2 agent (pods, no devices) and a plugin that knows its CUDA device: the version-3
+// hello is cut off, the plugin reconnects in version 2 and every record arrives, with the pod and
+// with the device bytes zeroed as version 2 wants them (else the agent would reject the frames).
+// Without a pod the plugin goes from 3 straight to 1 (version 2 would add nothing).
+TEST_F(NcclPluginTest, AnAgentThatSpeaksVersionTwoGetsEveryRecordInVersionTwoWithoutTheDevice) {
+  for (const bool pod : {true, false}) {
+    SCOPED_TRACE(pod ? "with a pod" : "without a pod");
+    TempDir dir;
+    const std::string socket = dir.path() + "/old.sock";
+    OldAgent old(socket, /*newest=*/2);
+    ASSERT_TRUE(old.ok());
+    constexpr int kCollectives = 300;
+    const std::string go = dir.path() + "/go";
+    std::vector<std::string> args = {NCCL_PLUGIN_DRIVER, absl::StrCat("--plugin=", NCCL_PLUGIN_PATH),
+                                     "--version=6", "--mode=count",
+                                     absl::StrCat("--socket=", socket),
+                                     absl::StrCat("--collectives=", kCollectives),
+                                     "--env=RINGSIDE_JOB_ID=v2-agent", "--wait-file=" + go,
+                                     absl::StrCat("--preload-global=", FAKE_CUDART_PATH),
+                                     "--env=FAKE_CUDA_DEVICE=3"};
+    if (pod) {
+      args.push_back("--env=POD_NAME=trainer-0");
+      args.push_back("--env=POD_NAMESPACE=ml-team");
+    }
+    Process p(args, dir.path());
+    ASSERT_TRUE(p.WaitForStderr("phase 1 done", absl::Seconds(60))) << p.Stderr();
+    EXPECT_TRUE(absl::StrContains(p.Stderr(), "cuda device 3 (cudaGetDevice)")) << p.Stderr();
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (old.records() + old.dropped() < kCollectives && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives));
+    std::ofstream(go) << "go";
+    ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
+    EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives + 1));
+    EXPECT_EQ(old.dropped(), 0u);
+    EXPECT_EQ(old.garbage(), 0u) << "a version-2 record with device bytes would be rejected";
+    EXPECT_EQ(old.refused(), 1u) << "one refused version-3 hello";
+    EXPECT_EQ(old.v2_records(), pod ? static_cast<uint64_t>(kCollectives + 1) : 0u);
+    EXPECT_EQ(old.v2_records_with_pod(), old.v2_records());
+  }
 }
 
 // The plugin learns the communicator's GPU at init from the CUDA library the application already
@@ -676,17 +739,21 @@ TEST_F(NcclPluginTest, InitFindsTheCudaDeviceInTheAlreadyLoadedCudaLibrary) {
   struct Case {
     std::vector<std::string> extra;
     std::string log;
+    int device;  // in every record (format version 3); -1: absent
   };
   const std::vector<Case> cases = {
-      {{}, "cuda device -1 (none)"},  // no CUDA library loaded: the rank must tell GPUs apart
+      {{}, "cuda device -1 (none)", -1},  // no CUDA library loaded: the rank tells GPUs apart
       {{absl::StrCat("--preload-local=", FAKE_CUDART_PATH), "--env=FAKE_CUDA_DEVICE=3"},
-       "cuda device 3 (cudaGetDevice)"},  // a libcudart private to a Python extension
+       "cuda device 3 (cudaGetDevice)", 3},  // a libcudart private to a Python extension
       {{absl::StrCat("--preload-global=", FAKE_CUDART_PATH), "--env=FAKE_CUDA_DEVICE=5"},
-       "cuda device 5 (cudaGetDevice)"},  // in the global scope
+       "cuda device 5 (cudaGetDevice)", 5},  // in the global scope
       {{absl::StrCat("--preload-local=", FAKE_CUDA_DRIVER_PATH), "--env=FAKE_CUDA_DEVICE=2"},
-       "cuda device 2 (cuCtxGetDevice)"},  // only the driver (NCCL with a static runtime)
-      {{absl::StrCat("--preload-local=", FAKE_CUDART_PATH)}, "cuda device -1 (none)"},  // fails
+       "cuda device 2 (cuCtxGetDevice)", 2},  // only the driver (NCCL with a static runtime)
+      {{absl::StrCat("--preload-local=", FAKE_CUDART_PATH), "--env=FAKE_CUDA_DEVICE=0"},
+       "cuda device 0 (cudaGetDevice)", 0},  // ordinal 0 is a device, not "unknown"
+      {{absl::StrCat("--preload-local=", FAKE_CUDART_PATH)}, "cuda device -1 (none)", -1},  // fails
   };
+  size_t total = 0;
   for (size_t k = 0; k < cases.size(); ++k) {
     std::vector<std::string> args = DriverArgs(6, "plan");
     args.push_back("--collectives=1");
@@ -695,7 +762,15 @@ TEST_F(NcclPluginTest, InitFindsTheCudaDeviceInTheAlreadyLoadedCudaLibrary) {
     Process p(args, tmp_.path());
     ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << "case " << k << ":\n" << p.Stderr();
     EXPECT_TRUE(absl::StrContains(p.Stderr(), cases[k].log)) << "case " << k << ":\n" << p.Stderr();
+    total += plan::kComms;  // one collective per communicator
+    ASSERT_TRUE(received_.WaitForRecords(total, absl::Seconds(20))) << Diagnostics();
+    const std::vector<v1::CollectiveRecord> got = received_.records();
+    for (size_t i = total - plan::kComms; i < total; ++i) {
+      EXPECT_EQ(got[i].has_cuda_device(), cases[k].device >= 0) << "case " << k;
+      if (cases[k].device >= 0) EXPECT_EQ(got[i].cuda_device(), cases[k].device) << "case " << k;
+    }
   }
+  EXPECT_EQ(TotalRejections(), 0u) << Diagnostics();
 }
 
 TEST(NcclPluginLibraryTest, ExportsOnlyTheProfilerTables) {

@@ -275,6 +275,58 @@ TEST_F(CollectiveListenerTest, VersionTwoFramesGiveEveryRecordThePodAndAreAcknow
   ::close(v1);
 }
 
+// Format version 3: each record's CUDA device, next to version-2 and version-1 plugins on the same
+// socket; a version-2 frame whose record has a device in its reserved bytes is cut off.
+TEST_F(CollectiveListenerTest, VersionThreeRecordsCarryTheirCudaDeviceAndAreAcknowledgedAsThree) {
+  Start();
+  const int v3 = Connect(Path());
+  const int v2 = Connect(Path());
+  const int v1 = Connect(Path());
+  ASSERT_GE(v3, 0);
+  ASSERT_GE(v2, 0);
+  ASSERT_GE(v1, 0);
+  std::vector<rc::CollectiveRecordFields> gpus = {Record(0), Record(1), Record(2)};
+  gpus[0].cuda_device = 0;  // one process, two GPUs: same pid, two devices
+  gpus[1].cuda_device = 1;
+  gpus[0].rank = 0;
+  gpus[2].cuda_device = -1;  // no CUDA library answered in that process
+  rc::BatchHeaderFields h;
+  h.version = rc::kFormatVersion3;
+  h.job_id.Set("job-1");
+  ASSERT_TRUE(Send(v3, *rc::EncodeFrame(h, gpus)));
+  rc::CollectiveRecordFields old = Record(10);
+  old.cuda_device = 5;  // a version-2 or -1 frame cannot carry it: encoded without
+  ASSERT_TRUE(Send(v2, PodFrame({old}, "trainer-3", "ml-team")));
+  ASSERT_TRUE(Send(v1, Frame({Record(20)})));
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 5; }));
+  EXPECT_EQ(ReadByte(v3, absl::Seconds(5)), rc::kVersion3Ack);
+  EXPECT_EQ(ReadByte(v2, absl::Seconds(5)), rc::kVersion2Ack);
+  EXPECT_EQ(ReadByte(v1, absl::Milliseconds(100)), -1);
+  std::map<uint64_t, v1::CollectiveRecord> by_seq;
+  for (const auto& r : records()) by_seq[r.seq()] = r;
+  ASSERT_TRUE(by_seq[0].has_cuda_device());
+  EXPECT_EQ(by_seq[0].cuda_device(), 0);
+  ASSERT_TRUE(by_seq[1].has_cuda_device());
+  EXPECT_EQ(by_seq[1].cuda_device(), 1);
+  EXPECT_EQ(by_seq[0].pid(), by_seq[1].pid());
+  EXPECT_FALSE(by_seq[2].has_cuda_device());
+  EXPECT_FALSE(by_seq[10].has_cuda_device());
+  EXPECT_EQ(by_seq[10].pod(), "trainer-3");
+  EXPECT_FALSE(by_seq[20].has_cuda_device());
+
+  // A device smuggled into a version-2 record's reserved bytes: bad_value, cut off.
+  std::string bad = PodFrame({Record(30)}, "trainer-3", "ml-team");
+  bad[rc::kBatchHeaderSizeV2 + 76] = 2;
+  const int rogue = Connect(Path());
+  ASSERT_GE(rogue, 0);
+  ASSERT_TRUE(Send(rogue, bad));
+  EXPECT_EQ(ReadByte(rogue, absl::Seconds(5)), rc::kVersion2Ack) << "the header itself is valid";
+  EXPECT_TRUE(ClosedByAgent(rogue, absl::Seconds(5)));
+  ASSERT_TRUE(WaitFor([&] { return Rejected("bad_value") == 1; }));
+  EXPECT_EQ(RecordCount(), 5u);
+  for (int fd : {v3, v2, v1, rogue}) ::close(fd);
+}
+
 TEST_F(CollectiveListenerTest, AGarbagePodIdentityIsCutOffAndCountedAsBadString) {
   Start();
   const int genuine = Connect(Path());

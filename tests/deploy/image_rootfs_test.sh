@@ -65,6 +65,21 @@ for b in ringside-agent ringside-aggregator ringside install cp mv; do
 done
 grep -q '^Package: ringside-agent$' "$root/var/lib/dpkg/status" || bad "dpkg status lacks ringside-agent"
 grep -q '^ID=debian$' "$root/etc/os-release" || bad "no /etc/os-release"
+# The CA bundle libcurl reads for alerts over https (the system CA store): the build machine's,
+# byte for byte, readable by the image's user; not the ca-certificates package (debconf, perl).
+ca=/etc/ssl/certs/ca-certificates.crt
+if [ ! -f "$root$ca" ]; then
+  bad "no CA bundle $ca in the image"
+else
+  [ "$(stat -c '%a %U:%G' "$root$ca")" = "644 root:root" ] || bad "$ca: $(stat -c '%a %U:%G' "$root$ca")"
+  cmp -s "$ca" "$root$ca" || bad "$ca differs from the build machine's"
+  certs="$(grep -c -- '-----BEGIN CERTIFICATE-----' "$root$ca" || true)"
+  [ "$certs" -ge 100 ] 2>/dev/null || bad "$ca holds $certs certificates (Mozilla's store has over 100)"
+  [ "$(as_user /usr/bin/head -c 27 "$ca" 2>&1)" = "-----BEGIN CERTIFICATE-----" ] ||
+    bad "$ca is not readable by ${UID_GID} in the image"
+fi
+! grep -q '^Package: ca-certificates$' "$root/var/lib/dpkg/status" ||
+  bad "the ca-certificates package is in the image (it pulls debconf and perl)"
 
 # --- Every ELF file's libraries resolve inside the image (the dynamic loader of the image).
 step "shared libraries"

@@ -45,7 +45,7 @@ bool CollectiveStream(const uint8_t* data, size_t size) {
     if (avail < frame_size) return false;
     for (uint32_t i = 0; i < header.record_count; ++i) {
       s = rc::DecodeRecord(p + header.header_size() + i * rc::kRecordSize, rc::kRecordSize,
-                           &records[i]);
+                           &records[i], header.version);
       if (!s.ok()) return false;
       FUZZ_CHECK(rc::ValidateRecord(records[i]).ok());
     }

@@ -4,6 +4,11 @@
 // ringside-aggregator. Rank 2 arrives late at every AllReduce: the straggler incident names its
 // pod in `ringside stragglers` (table and -o json), `ringside incidents`, `ringside incident N`,
 // in the labels of the alert posted to Alertmanager's API and in the webhook's JSON.
+//
+// And one process driving several GPUs (JAX, some PyTorch launchers): two processes of two GPUs
+// each, the plugin learning each communicator's CUDA device at init (a fake libcudart whose
+// cudaSetDevice is per thread), format version 3 through the agent, the aggregator keeping each
+// GPU a worker of its own: the slow GPU's incident names its device, its sibling is not flagged.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -63,35 +68,77 @@ nlohmann::json AlertLabels(const HttpReceiver& am, const std::string& alertname)
   return nullptr;
 }
 
-TEST(PodIdentityTest, AStragglerIncidentNamesItsPodInTheCliAndInTheAlerts) {
+// A real aggregator (posting alerts to `alertmanager` and `hook`) and a real agent on node
+// gpu-node-7 whose collectives socket is `socket`.
+struct Daemons {
   testing::TempDir dir;
   testing::TempDir tree;
-  sim::SysfsTreeWriter w(tree.path());
-  ASSERT_TRUE(w.AddHca(sim::HcaSpec{}).ok());
   HttpReceiver alertmanager;
   HttpReceiver hook;
-  const std::string secret = dir.path() + "/webhook.secret";
-  std::ofstream(secret) << "pod-identity-test\n";
+  std::unique_ptr<testing::Process> agg;
+  std::unique_ptr<testing::Process> agent;
+  std::string aggregator;  // host:port of its gRPC
+  std::string socket;
 
-  testing::Process agg({BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
-                        "--http-listen=", "--state-dir=" + dir.path() + "/state",
-                        "--alertmanager-url=" + alertmanager.url(""),
-                        "--webhook-url=" + hook.url(), "--webhook-secret-file=" + secret},
-                       dir.path());
-  ASSERT_TRUE(agg.WaitForStderr("ingest (gRPC) listening", absl::Seconds(30))) << agg.Stderr();
-  const int port = PortFromLog(agg, "ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)");
-  ASSERT_GT(port, 0) << agg.Stderr();
-  const std::string aggregator = absl::StrCat("127.0.0.1:", port);
+  // False (with the reason on stderr) when a daemon did not come up.
+  bool Start() {
+    sim::SysfsTreeWriter w(tree.path());
+    if (!w.AddHca(sim::HcaSpec{}).ok()) return false;
+    const std::string secret = dir.path() + "/webhook.secret";
+    std::ofstream(secret) << "pod-identity-test\n";
+    agg = std::make_unique<testing::Process>(
+        std::vector<std::string>{BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
+                                 "--http-listen=", "--state-dir=" + dir.path() + "/state",
+                                 "--alertmanager-url=" + alertmanager.url(""),
+                                 "--webhook-url=" + hook.url(), "--webhook-secret-file=" + secret},
+        dir.path());
+    if (!agg->WaitForStderr("ingest (gRPC) listening", absl::Seconds(30))) {
+      ADD_FAILURE() << agg->Stderr();
+      return false;
+    }
+    const int port =
+        PortFromLog(*agg, "ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)");
+    if (port <= 0) {
+      ADD_FAILURE() << agg->Stderr();
+      return false;
+    }
+    aggregator = absl::StrCat("127.0.0.1:", port);
+    socket = dir.path() + "/collectives.sock";
+    agent = std::make_unique<testing::Process>(
+        std::vector<std::string>{BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
+                                 "--node-name=gpu-node-7", "--aggregator=" + aggregator,
+                                 "--interval=100ms", "--listen=", "--nvml-library=",
+                                 "--ethtool-source=off", "--link-events=false",
+                                 "--collectives-socket=" + socket},
+        dir.path());
+    if (!Eventually([&] { return ::access(socket.c_str(), F_OK) == 0; }, absl::Seconds(20))) {
+      ADD_FAILURE() << agent->Stderr();
+      return false;
+    }
+    return true;
+  }
+  testing::RunResult Cli(std::vector<std::string> args) const {
+    std::vector<std::string> argv = {BinaryPath("daemon/ringside")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--aggregator=" + aggregator);
+    return testing::Run(argv, "", absl::Seconds(30));
+  }
+  void Stop() {
+    agent->Signal(SIGTERM);
+    EXPECT_EQ(agent->Wait(absl::Seconds(20)), 0) << agent->Stderr();
+    agg->Signal(SIGTERM);
+    EXPECT_EQ(agg->Wait(absl::Seconds(20)), 0) << agg->Stderr();
+  }
+};
 
-  const std::string socket = dir.path() + "/collectives.sock";
-  testing::Process agent({BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + tree.path(),
-                          "--node-name=gpu-node-7", "--aggregator=" + aggregator,
-                          "--interval=100ms", "--listen=", "--nvml-library=",
-                          "--ethtool-source=off", "--link-events=false",
-                          "--collectives-socket=" + socket},
-                         dir.path());
-  ASSERT_TRUE(Eventually([&] { return ::access(socket.c_str(), F_OK) == 0; }, absl::Seconds(20)))
-      << agent.Stderr();
+TEST(PodIdentityTest, AStragglerIncidentNamesItsPodInTheCliAndInTheAlerts) {
+  Daemons d;
+  ASSERT_TRUE(d.Start());
+  testing::TempDir& dir = d.dir;
+  testing::Process& agg = *d.agg;
+  HttpReceiver& alertmanager = d.alertmanager;
+  HttpReceiver& hook = d.hook;
+  const std::string& socket = d.socket;
 
   // Every rank plays the same 30 steps of 10 ms, from one start time a little in the past.
   const int64_t t0 = absl::ToUnixNanos(absl::Now() - absl::Seconds(2));
@@ -114,12 +161,7 @@ TEST(PodIdentityTest, AStragglerIncidentNamesItsPodInTheCliAndInTheAlerts) {
   }
   ASSERT_TRUE(agg.WaitForStderr("opened: straggler", absl::Seconds(20))) << agg.Stderr();
 
-  auto cli = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {BinaryPath("daemon/ringside")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back("--aggregator=" + aggregator);
-    return testing::Run(argv, "", absl::Seconds(30));
-  };
+  auto cli = [&](std::vector<std::string> args) { return d.Cli(std::move(args)); };
 
   // `ringside stragglers`: the flagged rank's row shows its pod as namespace/pod.
   testing::RunResult r = cli({"stragglers", "--job", "llm-pod"});
@@ -186,11 +228,78 @@ TEST(PodIdentityTest, AStragglerIncidentNamesItsPodInTheCliAndInTheAlerts) {
     EXPECT_EQ(j["incident"]["entity"].value("pod", ""), "llm-pod-worker-2") << req.body;
     EXPECT_EQ(j["incident"]["entity"].value("namespace", ""), "ml-team") << req.body;
   }
+  EXPECT_EQ(inc["entity"].count("cuda_device"), 0u) << "no CUDA library: no device";
+  d.Stop();
+}
 
-  agent.Signal(SIGTERM);
-  EXPECT_EQ(agent.Wait(absl::Seconds(20)), 0) << agent.Stderr();
-  agg.Signal(SIGTERM);
-  EXPECT_EQ(agg.Wait(absl::Seconds(20)), 0) << agg.Stderr();
+// Two processes, each driving two GPUs (ranks 0, 1 on devices 0, 1 of the first; 2, 3 of the
+// second); rank 1 (device 1 of the first process) arrives late at every AllReduce. Before format
+// version 3 the two GPUs of a process were one worker: the second process's merged GPUs looked
+// busy 0 % of the time, so no GPU could look slower than its peers and nothing was flagged.
+TEST(PodIdentityTest, OneProcessDrivingTwoGpusIsTwoWorkersAndTheSlowGpuIsNamed) {
+  Daemons d;
+  ASSERT_TRUE(d.Start());
+  constexpr int kGpusPerProcess = 2;
+  constexpr int kLateGpuRank = 1;
+  const int64_t t0 = absl::ToUnixNanos(absl::Now() - absl::Seconds(2));
+  std::vector<std::unique_ptr<testing::Process>> procs;
+  for (int p = 0; p < kRanks / kGpusPerProcess; ++p) {
+    procs.push_back(std::make_unique<testing::Process>(
+        std::vector<std::string>{
+            NCCL_PLUGIN_DRIVER, absl::StrCat("--plugin=", NCCL_PLUGIN_PATH), "--version=6",
+            "--mode=straggler", absl::StrCat("--rank=", p * kGpusPerProcess),
+            absl::StrCat("--gpus=", kGpusPerProcess), absl::StrCat("--nranks=", kRanks),
+            absl::StrCat("--collectives=", kCollectives),
+            absl::StrCat("--late-rank=", kLateGpuRank), absl::StrCat("--t0=", t0),
+            absl::StrCat("--preload-global=", FAKE_CUDART_PATH), "--socket=" + d.socket,
+            "--env=RINGSIDE_JOB_ID=llm-jax", absl::StrCat("--env=POD_NAME=llm-jax-", p),
+            "--env=POD_NAMESPACE=ml-team"},
+        d.dir.path()));
+  }
+  for (size_t p = 0; p < procs.size(); ++p) {
+    ASSERT_EQ(procs[p]->Wait(absl::Seconds(30)), 0) << "process " << p << ":\n"
+                                                    << procs[p]->Stderr();
+    for (int g = 0; g < kGpusPerProcess; ++g) {
+      EXPECT_TRUE(absl::StrContains(procs[p]->Stderr(),
+                                    absl::StrCat("cuda device ", g, " (cudaGetDevice)")))
+          << procs[p]->Stderr();
+    }
+  }
+  ASSERT_TRUE(d.agg->WaitForStderr("opened: straggler", absl::Seconds(20))) << d.agg->Stderr();
+
+  testing::RunResult r = d.Cli({"incidents", "--kind", "straggler", "-o", "json"});
+  nlohmann::json incidents = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(incidents.is_array() && incidents.size() == 1)
+      << "only the slow GPU, not its sibling: " << r.out;
+  const nlohmann::json& inc = incidents[0];
+  EXPECT_EQ(inc["entity"]["rank"], "1") << inc.dump();
+  EXPECT_EQ(inc["entity"]["cuda_device"], "1") << inc.dump();
+  EXPECT_EQ(inc["entity"]["pod"], "llm-jax-0") << inc.dump();
+  EXPECT_EQ(inc["entity"]["node"], "gpu-node-7") << inc.dump();
+  EXPECT_TRUE(absl::StrContains(inc["summary"].get<std::string>(),
+                                "rank 1 (cuda device 1, pod ml-team/llm-jax-0) of job llm-jax"))
+      << inc.dump();
+  r = d.Cli({"incidents", "--kind", "straggler"});
+  std::printf("%s", r.out.c_str());
+  EXPECT_TRUE(absl::StrContains(r.out, "on gpu-node-7 pod ml-team/llm-jax-0 cuda device 1"))
+      << r.out;
+
+  // Every GPU is a rank of its own in `ringside stragglers`; only rank 1 is flagged.
+  r = d.Cli({"stragglers", "--job", "llm-jax", "-o", "json"});
+  nlohmann::json ranks_json = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(ranks_json.is_array()) << r.out;
+  ASSERT_EQ(ranks_json.size(), static_cast<size_t>(kRanks)) << r.out;
+  for (const auto& rank : ranks_json) {
+    EXPECT_EQ(rank["flagged"], rank["rank"].get<int64_t>() == kLateGpuRank) << rank.dump();
+  }
+
+  ASSERT_TRUE(Eventually([&] {
+    return !AlertLabels(d.alertmanager, "RingsideStraggler").is_null();
+  })) << d.agg->Stderr();
+  const nlohmann::json labels = AlertLabels(d.alertmanager, "RingsideStraggler");
+  EXPECT_EQ(labels.value("cuda_device", ""), "1") << labels.dump();
+  EXPECT_EQ(labels.value("pod", ""), "llm-jax-0") << labels.dump();
+  d.Stop();
 }
 
 }  // namespace

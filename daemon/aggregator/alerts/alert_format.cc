@@ -37,7 +37,7 @@ std::string AlertName(IncidentKind kind) {
 const std::vector<std::string>& AlertEntityLabels() {
   static const auto* labels = new std::vector<std::string>{
       "node", "device", "port", "netdev", "gpu", "link", "priority", "job", "rank", "comm",
-      "pod",  "namespace"};
+      "pod",  "namespace", "cuda_device"};
   return *labels;
 }
 

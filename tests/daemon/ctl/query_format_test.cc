@@ -120,6 +120,8 @@ TEST(IncidentTextTest, EntityAndHeadline) {
   straggler["pod"] = "j1-worker-5";
   straggler["namespace"] = "train";
   EXPECT_EQ(EntityText(straggler), "rank 5 (job j1) on node-b pod train/j1-worker-5");
+  straggler["cuda_device"] = "1";  // one GPU of a process that drives several
+  EXPECT_EQ(EntityText(straggler), "rank 5 (job j1) on node-b pod train/j1-worker-5 cuda device 1");
   EXPECT_EQ(PodText("train", "j1-worker-5"), "train/j1-worker-5");
   EXPECT_EQ(PodText("", ""), "-");
   google::protobuf::RepeatedField<int64_t> ranks;
