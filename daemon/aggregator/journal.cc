@@ -250,8 +250,15 @@ absl::Status Journal::StartSegment() {
     segments_.back().bytes += frames.size();
     stats_.bytes += frames.size();
   }
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    // Nothing of this segment is needed (the previous ones hold every watermark): remove it, so
+    // that retries on a full disk do not leave a trail of empty or torn segments.
+    (void)(*f)->Close();
+    if (fs_->Remove(path).ok()) (void)fs_->SyncDir(options_.dir);
+    return s;
+  }
   file_ = std::move(*f);
+  file_good_bytes_ = frames.size();
   file_broken_ = false;
   initial_marks_.clear();
   ApplyRetention();
@@ -329,7 +336,16 @@ absl::Status Journal::WriteBatch(const std::deque<Pending>& batch) {
     segments_.back().bytes += buf.size();
     stats_.bytes += buf.size();
   }
-  if (!s.ok()) file_broken_ = true;  // what reached the disk is unknown: the retry starts anew
+  if (s.ok()) {
+    file_good_bytes_ += buf.size();
+    return s;
+  }
+  // What reached the disk is unknown: cut the segment back to its last good frame (so a restart
+  // finds no torn frame to report), and retry in a new segment.
+  file_broken_ = true;
+  absl::Status cut = file_->Truncate(file_good_bytes_);
+  if (cut.ok()) cut = file_->Sync();
+  if (!cut.ok()) Log(absl::StrCat("cannot cut back the failed write: ", cut.ToString()));
   return s;
 }
 
