@@ -63,7 +63,14 @@ absl::Status ReadJournal(const std::string& dir, JournalFileSystem* fs,
       absl::Status s = DecodeJournalRecord(*data, &pos, &rec);
       if (absl::IsOutOfRange(s)) break;
       if (!s.ok()) {
+        // Replay stops here for this segment and goes on with the next: what this segment holds
+        // after the bad frame is lost, what every other segment holds is not.
         ++st.corrupt_segments;
+        st.unread_bytes += data->size() - pos;
+        st.damage.push_back(absl::StrCat(JournalSegmentName(index), ": ", s.message(), "; the ",
+                                         data->size() - pos,
+                                         " bytes from there on are not read (a write torn by a "
+                                         "crash, or damage)"));
         break;
       }
       if (rec.type == JournalRecordType::kHeader) continue;
@@ -126,9 +133,12 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(
   j->lock_ = std::move(*lock);
 
   std::vector<Watermark> marks;
+  JournalReadStats local_stats;
+  if (read_stats == nullptr) read_stats = &local_stats;
   if (absl::Status s = ReadJournal(dir, j->fs_, replay, &marks, read_stats); !s.ok()) return s;
   if (restored != nullptr) *restored = marks;
   j->initial_marks_ = std::move(marks);
+  for (const std::string& d : read_stats->damage) j->Log(absl::StrCat("replay: ", d));
 
   absl::StatusOr<std::vector<uint64_t>> segments = ListSegments(j->fs_, dir);
   if (!segments.ok()) return segments.status();

@@ -63,6 +63,9 @@ struct JournalReadStats {
   uint64_t duplicates = 0;           // payload records at or below their epoch's watermark
   uint64_t corrupt_segments = 0;     // segments that ended in a torn or corrupt frame
   uint64_t unparsable_payloads = 0;  // frames intact but the message did not parse
+  uint64_t unread_bytes = 0;         // after the bad frame of each corrupt segment
+  // One line per corrupt segment: its name, what was wrong at which offset, the bytes not read.
+  std::vector<std::string> damage;
 };
 
 // Reads every segment of `dir` in order and calls `visit` for each payload once (a record written
