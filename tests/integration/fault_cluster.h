@@ -101,6 +101,8 @@ class PartitionRelay {
   explicit PartitionRelay(int target_port);
   ~PartitionRelay();
   int port() const { return port_; }
+  // Connections accepted from now on go to `port` (an aggregator restarted on a new port).
+  void SetTarget(int port) { target_ = port; }
   void Cut();
   void Uncut();
   // Bytes held because of a cut, so far (both directions).
@@ -110,7 +112,7 @@ class PartitionRelay {
   void AcceptLoop();
   void Pump(int from, int to);
 
-  const int target_;
+  std::atomic<int> target_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};

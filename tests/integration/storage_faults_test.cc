@@ -26,6 +26,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -224,6 +226,185 @@ TEST_F(StorageFaultTest, FullDiskMidStream) {
   // A failed write leaves no torn frame behind (the segment is cut back to its last good frame),
   // so a restart has nothing to report as damage.
   EXPECT_EQ(j.corrupt_segments, 0u) << agg->Stderr() << JournalListing(state);
+}
+
+// --- (b) Journal and incidents.db damaged after kill -9 -----------------------------------------
+
+// The collective records of each payload frame of a journal segment, with the offset where the
+// frame ends; decoding stops at the first bad frame, as the aggregator's replay does.
+struct StoredFrame {
+  size_t end = 0;
+  std::vector<std::string> keys;
+};
+
+std::vector<StoredFrame> FramesOf(const std::string& path) {
+  std::vector<StoredFrame> out;
+  const std::string data = testing::ReadFileOrEmpty(path);
+  size_t pos = 0;
+  daemon::JournalRecord rec;
+  while (daemon::DecodeJournalRecord(data, &pos, &rec).ok()) {
+    if (rec.type != daemon::JournalRecordType::kPayload) continue;
+    v1::AgentMessage m;
+    if (!m.ParseFromString(rec.message)) continue;
+    StoredFrame f;
+    f.end = pos;
+    for (const v1::CollectiveRecord& r : m.collectives().records()) {
+      f.keys.push_back(RecordKey(rec.node, r.job_id(), r.seq()));
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<std::string> SegmentsOf(const std::string& state);
+
+// Each segment's frames (end offset, first and last record), for failure messages.
+std::string FrameListing(const std::string& state) {
+  std::string out;
+  for (const std::string& seg : SegmentsOf(state)) {
+    absl::StrAppend(&out, "\n", seg, " (", std::filesystem::file_size(state + "/journal/" + seg),
+                    " bytes):");
+    for (const StoredFrame& f : FramesOf(state + "/journal/" + seg)) {
+      absl::StrAppend(&out, " [..", f.end, " ", f.keys.empty() ? "-" : f.keys.front(), "..",
+                      f.keys.empty() ? "-" : f.keys.back(), "]");
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> SegmentsOf(const std::string& state) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(state + "/journal", ec)) {
+    const std::string name = e.path().filename().string();
+    if (absl::StartsWith(name, "journal-") && e.file_size() > 0) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Cuts `path` at `offset` (truncate) or overwrites up to 32 bytes there with random ones.
+std::string Damage(const std::string& path, uint64_t offset, bool truncate, std::mt19937_64& rng) {
+  if (truncate) {
+    std::filesystem::resize_file(path, offset);
+    return absl::StrCat("cut ", std::filesystem::path(path).filename().string(), " at ", offset);
+  }
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  const size_t n = 1 + rng() % 32;
+  std::string junk;
+  for (size_t i = 0; i < n; ++i) junk.push_back(static_cast<char>(rng()));
+  f.write(junk.data(), static_cast<std::streamsize>(n));
+  return absl::StrCat("overwrote ", n, " bytes of ", std::filesystem::path(path).filename().string(),
+                      " at ", offset);
+}
+
+TEST_F(StorageFaultTest, DamagedStateAfterKill) {
+  const std::string state = out_.path() + "/state";
+  const std::vector<std::string> flags = {"--journal-segment-bytes=32768"};
+  testing::AggregatorPorts ports;
+  // A clean first run, so that incidents.db holds its schema (a clean stop checkpoints the WAL).
+  std::unique_ptr<testing::Process> agg = testing::StartAggregator(state, out_.path(), flags, &ports);
+  ASSERT_NE(agg, nullptr);
+  Stop(agg.get());
+  ASSERT_GT(std::filesystem::file_size(state + "/incidents.db"), 0u);
+
+  // A fixed seed, so a failure replays; RINGSIDE_FAULT_SEED explores others.
+  uint64_t seed = 20261126;
+  if (const char* env = std::getenv("RINGSIDE_FAULT_SEED")) seed = std::strtoull(env, nullptr, 10);
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  // What the journal holds outside the latest damage: never to be lost (an earlier round's records
+  // may fall to a later round's damage).
+  std::set<std::string> must_keep;
+  testing::PartitionRelay front(0);  // the agents' fixed address; the aggregator's port changes
+  FaultAgent a("node-a", out_.path());
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    agg = testing::StartAggregator(state, out_.path(), flags, &ports);
+    ASSERT_NE(agg, nullptr);
+    front.SetTarget(ports.grpc);
+    if (round == 0) ASSERT_TRUE(a.Start(Loopback(front.port())));
+    const std::string job = absl::StrCat("r", round);
+    for (int part = 0; part < 6; ++part) {
+      ASSERT_TRUE(a.Feed(job, part * 250, 250));
+      absl::SleepFor(absl::Milliseconds(120));  // separate batches, several segments
+    }
+    ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn(job) == 1500; }));
+    ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15))) << agg->Stderr();
+    agg->Signal(SIGKILL);
+    ASSERT_EQ(agg->Wait(absl::Seconds(10)), 128 + SIGKILL);
+
+    // What the journal holds now, and the damage.
+    const std::vector<std::string> segments = SegmentsOf(state);
+    ASSERT_FALSE(segments.empty());
+    const std::string victim = segments[rng() % segments.size()];
+    const uint64_t size = std::filesystem::file_size(state + "/journal/" + victim);
+    const uint64_t offset = rng() % size;
+    const bool truncate = rng() % 2 == 0;
+    bool dropped_something = false;
+    must_keep.clear();
+    for (const std::string& seg : segments) {
+      for (const StoredFrame& f : FramesOf(state + "/journal/" + seg)) {
+        if (seg != victim || f.end <= offset) {
+          must_keep.insert(f.keys.begin(), f.keys.end());
+        } else {
+          dropped_something = true;
+        }
+      }
+    }
+    const std::string what = Damage(state + "/journal/" + victim, offset, truncate, rng);
+    // And incidents.db (or its WAL, when the kill left one), at another random point.
+    std::string db = state + "/incidents.db";
+    if (std::filesystem::exists(db + "-wal") && std::filesystem::file_size(db + "-wal") > 0 &&
+        rng() % 2 == 0) {
+      db += "-wal";
+    }
+    const std::string db_what =
+        Damage(db, rng() % std::filesystem::file_size(db), rng() % 2 == 0, rng);
+    SCOPED_TRACE(absl::StrCat(what, "; ", db_what));
+
+    // The aggregator starts on what is left, and says what it could not read.
+    agg = testing::StartAggregator(state, out_.path(), flags, &ports);
+    ASSERT_NE(agg, nullptr);
+    front.SetTarget(ports.grpc);
+    const std::string log = agg->Stderr();
+    std::cerr << "round " << round << ": " << what << "; " << db_what << "\n" << log;
+    if (dropped_something && !truncate) {
+      EXPECT_TRUE(absl::StrContains(log, victim)) << "the log does not name " << victim;
+    }
+    const testing::JournalContents j = testing::ReadJournalRecords(state);
+    ASSERT_EQ(j.error, "");
+    for (const std::string& key : must_keep) {
+      ASSERT_EQ(j.records.count(key), 1u) << key << " was stored before the damage and is lost"
+                                          << FrameListing(state);
+    }
+    ExpectNoneTwice(j);
+    Stop(agg.get());
+  }
+
+  // After the last damage: the old agent goes on, a new one joins, both are stored once.
+  agg = testing::StartAggregator(state, out_.path(), flags, &ports);
+  ASSERT_NE(agg, nullptr);
+  front.SetTarget(ports.grpc);
+  FaultAgent c("node-c", out_.path());
+  ASSERT_TRUE(c.Start(Loopback(ports.grpc)));
+  ASSERT_TRUE(a.Feed("final", 0, 1000));
+  ASSERT_TRUE(c.Feed("final", 0, 1000));
+  ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("final") == 1000; }));
+  ASSERT_TRUE(testing::Eventually([&] { return c.RecordsIn("final") == 1000; }));
+  ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(20))) << agg->Stderr();
+  ASSERT_TRUE(c.WaitAllAcked(absl::Seconds(20))) << agg->Stderr();
+  EXPECT_EQ(ReadyStatus(ports.http), 200);
+  Stop(a.process());
+  Stop(c.process());
+  Stop(agg.get());
+  const testing::JournalContents j = testing::ReadJournalRecords(state);
+  ASSERT_EQ(j.error, "");
+  for (const std::string& key : must_keep) EXPECT_EQ(j.records.count(key), 1u) << key;
+  ExpectAllOnce(j, "node-a", "final", 1000);
+  ExpectAllOnce(j, "node-c", "final", 1000);
+  ExpectNoneTwice(j);
 }
 
 // --- (c) An agent cut off for longer than its buffer holds ------------------------------------
