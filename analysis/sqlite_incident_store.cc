@@ -241,6 +241,14 @@ absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> SqliteIncidentStore::OpenFi
   if (absl::Status s = store->Migrate(); !s.ok()) return s;
   if (options.set_aside_damaged) {
     if (absl::Status s = store->QuickCheck(); !s.ok()) return s;
+    // Damage inside a row (its JSON) passes quick_check but would fail the load of the open
+    // incidents at startup.
+    absl::StatusOr<std::vector<Incident>> open =
+        store->Select("WHERE resolved_ns IS NULL ORDER BY id", nullptr, nullptr);
+    if (!open.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("open incidents unreadable: ", open.status().message()));
+    }
   }
   return store;
 }

@@ -30,8 +30,8 @@ namespace ringside::analysis {
 struct SqliteStoreOptions {
   std::string file_name = "incidents.db";
   absl::Duration busy_timeout = absl::Seconds(5);
-  // A file SQLite finds damaged (not a database, malformed, or failing PRAGMA quick_check; after a
-  // crash of the disk under it, or a copy cut short) is renamed to <file>.damaged-<unix seconds>
+  // A file SQLite finds damaged (not a database, malformed, failing PRAGMA quick_check, or open
+  // incidents that cannot be read back; after a failing disk, or a copy cut short) is renamed to <file>.damaged-<unix seconds>
   // (with its -wal and -shm) and an empty store is created in its place; recovery() says so.
   // Otherwise Open() refuses such a file (DataLoss).
   bool set_aside_damaged = false;
