@@ -157,6 +157,13 @@ bool FaultAgent::Start(const std::string& aggregator, const std::vector<std::str
   return true;
 }
 
+bool FaultAgent::SetPortState(int state, int phys_state) {
+  sim::SysfsTreeWriter tree(tree_dir_);
+  absl::Status s = tree.SetPortState("mlx5_0", 1, state, phys_state);
+  if (!s.ok()) ADD_FAILURE() << s;
+  return s.ok();
+}
+
 bool FaultAgent::Feed(const std::string& job, uint64_t first_seq, uint64_t count) {
   const int fd = ConnectUnix(socket_);
   if (fd < 0) return false;

@@ -59,6 +59,8 @@ class FaultAgent {
   // Sends `count` records of job `job`, collective sequence numbers first_seq.. (frames of at most
   // 256 records) through a fresh plugin connection; false if the socket refused.
   bool Feed(const std::string& job, uint64_t first_seq, uint64_t count);
+  // Sets port 1 of its HCA in the sysfs tree (state 1 down / 4 active, phys 2 / 5).
+  bool SetPortState(int state, int phys_state);
   // Records the agent took in from its plugin socket (ringside_agent_collective_records_total).
   double RecordsIn(const std::string& job);
 

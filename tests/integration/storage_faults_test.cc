@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -295,19 +296,95 @@ std::string Damage(const std::string& path, uint64_t offset, bool truncate, std:
   std::string junk;
   for (size_t i = 0; i < n; ++i) junk.push_back(static_cast<char>(rng()));
   f.write(junk.data(), static_cast<std::streamsize>(n));
-  return absl::StrCat("overwrote ", n, " bytes of ", std::filesystem::path(path).filename().string(),
-                      " at ", offset);
+  return absl::StrCat("overwrote ", n, " bytes of ",
+                      std::filesystem::path(path).filename().string(), " at ", offset);
+}
+
+// Overwrites the first `"device":"` in incidents.db (an incident's entity JSON) with `:::::::::::`.
+std::string BreakEntityJson(const std::string& path) {
+  const std::string data = testing::ReadFileOrEmpty(path);
+  const std::string needle = "\"device\":\"";
+  const size_t at = data.find(needle);
+  if (at == std::string::npos) return "no entity JSON found in incidents.db";
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(at));
+  const std::string junk(needle.size(), ':');
+  f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  return absl::StrCat("broke the entity JSON in incidents.db at ", at);
+}
+
+// What SQLite says of a copy of incidents.db (and its WAL): "ok", or why not.
+std::string SqliteVerdict(const std::string& state) {
+  testing::TempDir copy;
+  for (const char* suffix : {"", "-wal"}) {
+    const std::string from = absl::StrCat(state, "/incidents.db", suffix);
+    if (std::filesystem::exists(from)) {
+      std::filesystem::copy_file(from, absl::StrCat(copy.path(), "/incidents.db", suffix));
+    }
+  }
+  sqlite3* db = nullptr;
+  std::string verdict;
+  if (sqlite3_open_v2((copy.path() + "/incidents.db").c_str(), &db, SQLITE_OPEN_READWRITE,
+                      nullptr) != SQLITE_OK) {
+    verdict = sqlite3_errmsg(db);
+  } else {
+    auto first_row = [&](const char* sql) -> std::string {
+      sqlite3_stmt* q = nullptr;
+      std::string out;
+      if (sqlite3_prepare_v2(db, sql, -1, &q, nullptr) != SQLITE_OK) return sqlite3_errmsg(db);
+      const int rc = sqlite3_step(q);
+      if (rc == SQLITE_ROW) {
+        const unsigned char* t = sqlite3_column_text(q, 0);
+        out = t ? reinterpret_cast<const char*>(t) : "";
+      } else if (rc != SQLITE_DONE) {
+        out = sqlite3_errmsg(db);
+      }
+      sqlite3_finalize(q);
+      return out;
+    };
+    verdict = first_row("SELECT count(*) FROM sqlite_master");
+    if (verdict.find_first_not_of("0123456789") == std::string::npos) {
+      verdict = first_row("PRAGMA quick_check(1)");
+    }
+  }
+  sqlite3_close(db);
+  return verdict;
+}
+
+int SetAsideCount(const std::string& state) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(state, ec)) {
+    const std::string name = e.path().filename().string();
+    n += absl::StartsWith(name, "incidents.db.damaged-") && !absl::EndsWith(name, "-wal") &&
+         !absl::EndsWith(name, "-shm");
+  }
+  return n;
 }
 
 TEST_F(StorageFaultTest, DamagedStateAfterKill) {
   const std::string state = out_.path() + "/state";
   const std::vector<std::string> flags = {"--journal-segment-bytes=32768"};
   testing::AggregatorPorts ports;
-  // A clean first run, so that incidents.db holds its schema (a clean stop checkpoints the WAL).
-  std::unique_ptr<testing::Process> agg = testing::StartAggregator(state, out_.path(), flags, &ports);
+  testing::PartitionRelay front(0);  // the agents' fixed address; the aggregator's port changes
+  FaultAgent a("node-a", out_.path());
+  // A clean first run in which node-a's port flaps, so that incidents.db holds incidents (a clean
+  // stop checkpoints its WAL into it).
+  std::unique_ptr<testing::Process> agg =
+      testing::StartAggregator(state, out_.path(), flags, &ports);
   ASSERT_NE(agg, nullptr);
+  front.SetTarget(ports.grpc);
+  ASSERT_TRUE(a.Start(Loopback(front.port())));
+  ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15)));
+  for (int flap = 0; flap < 2; ++flap) {
+    ASSERT_TRUE(a.SetPortState(1, 2));
+    absl::SleepFor(absl::Milliseconds(400));
+    ASSERT_TRUE(a.SetPortState(4, 5));
+    absl::SleepFor(absl::Milliseconds(400));
+  }
+  ASSERT_TRUE(agg->WaitForStderr("opened: link_flapping", absl::Seconds(20))) << agg->Stderr();
   Stop(agg.get());
-  ASSERT_GT(std::filesystem::file_size(state + "/incidents.db"), 0u);
+  ASSERT_GT(std::filesystem::file_size(state + "/incidents.db"), 8192u);
 
   // A fixed seed, so a failure replays; RINGSIDE_FAULT_SEED explores others.
   uint64_t seed = 20261126;
@@ -317,14 +394,11 @@ TEST_F(StorageFaultTest, DamagedStateAfterKill) {
   // What the journal holds outside the latest damage: never to be lost (an earlier round's records
   // may fall to a later round's damage).
   std::set<std::string> must_keep;
-  testing::PartitionRelay front(0);  // the agents' fixed address; the aggregator's port changes
-  FaultAgent a("node-a", out_.path());
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     agg = testing::StartAggregator(state, out_.path(), flags, &ports);
     ASSERT_NE(agg, nullptr);
     front.SetTarget(ports.grpc);
-    if (round == 0) ASSERT_TRUE(a.Start(Loopback(front.port())));
     const std::string job = absl::StrCat("r", round);
     for (int part = 0; part < 6; ++part) {
       ASSERT_TRUE(a.Feed(job, part * 250, 250));
@@ -360,9 +434,14 @@ TEST_F(StorageFaultTest, DamagedStateAfterKill) {
         rng() % 2 == 0) {
       db += "-wal";
     }
-    const std::string db_what =
-        Damage(db, rng() % std::filesystem::file_size(db), rng() % 2 == 0, rng);
+    const uint64_t db_offset = rng() % std::filesystem::file_size(db);
+    const bool db_truncate = rng() % 2 == 0;
+    // Round 0 breaks a row's JSON (an incident's entity) instead: damage SQLite does not see.
+    const std::string db_what = round == 0 ? BreakEntityJson(state + "/incidents.db")
+                                           : Damage(db, db_offset, db_truncate, rng);
     SCOPED_TRACE(absl::StrCat(what, "; ", db_what));
+    const std::string db_verdict = SqliteVerdict(state);
+    const int set_aside_before = SetAsideCount(state);
 
     // The aggregator starts on what is left, and says what it could not read.
     agg = testing::StartAggregator(state, out_.path(), flags, &ports);
@@ -373,6 +452,15 @@ TEST_F(StorageFaultTest, DamagedStateAfterKill) {
     if (dropped_something && !truncate) {
       EXPECT_TRUE(absl::StrContains(log, victim)) << "the log does not name " << victim;
     }
+    // When SQLite itself finds the damaged incidents.db bad, the aggregator says so and keeps the
+    // file aside (it also does when only a row's JSON is damaged, which SQLite does not check).
+    if (db_verdict != "ok") {
+      EXPECT_TRUE(absl::StrContains(log, "incidents.db is damaged")) << db_verdict;
+      EXPECT_EQ(SetAsideCount(state), set_aside_before + 1);
+    }
+    EXPECT_EQ(SetAsideCount(state) > set_aside_before,
+              absl::StrContains(log, "incidents.db is damaged"));
+    EXPECT_EQ(ReadyStatus(ports.http), 200);
     const testing::JournalContents j = testing::ReadJournalRecords(state);
     ASSERT_EQ(j.error, "");
     for (const std::string& key : must_keep) {
