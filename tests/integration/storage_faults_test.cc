@@ -300,17 +300,23 @@ std::string Damage(const std::string& path, uint64_t offset, bool truncate, std:
                       std::filesystem::path(path).filename().string(), " at ", offset);
 }
 
-// Overwrites the first `"device":"` in incidents.db (an incident's entity JSON) with `:::::::::::`.
-std::string BreakEntityJson(const std::string& path) {
-  const std::string data = testing::ReadFileOrEmpty(path);
+// Overwrites every `"device":"` in incidents.db and its WAL (the incidents' entity JSON) with
+// colons; returns how many.
+int BreakEntityJson(const std::string& state) {
+  int n = 0;
   const std::string needle = "\"device\":\"";
-  const size_t at = data.find(needle);
-  if (at == std::string::npos) return "no entity JSON found in incidents.db";
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(static_cast<std::streamoff>(at));
-  const std::string junk(needle.size(), ':');
-  f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
-  return absl::StrCat("broke the entity JSON in incidents.db at ", at);
+  for (const char* suffix : {"", "-wal"}) {
+    const std::string path = absl::StrCat(state, "/incidents.db", suffix);
+    const std::string data = testing::ReadFileOrEmpty(path);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    for (size_t at = data.find(needle); at != std::string::npos; at = data.find(needle, at + 1)) {
+      f.seekp(static_cast<std::streamoff>(at));
+      const std::string junk(needle.size(), ':');
+      f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+      ++n;
+    }
+  }
+  return n;
 }
 
 // What SQLite says of a copy of incidents.db (and its WAL): "ok", or why not.
@@ -436,9 +442,15 @@ TEST_F(StorageFaultTest, DamagedStateAfterKill) {
     }
     const uint64_t db_offset = rng() % std::filesystem::file_size(db);
     const bool db_truncate = rng() % 2 == 0;
-    // Round 0 breaks a row's JSON (an incident's entity) instead: damage SQLite does not see.
-    const std::string db_what = round == 0 ? BreakEntityJson(state + "/incidents.db")
-                                           : Damage(db, db_offset, db_truncate, rng);
+    // Round 0 breaks the incidents' JSON instead: damage SQLite does not see.
+    int broken_json = 0;
+    if (round == 0) {
+      broken_json = BreakEntityJson(state);
+      ASSERT_GT(broken_json, 0) << "no incident entity in incidents.db";
+    }
+    const std::string db_what =
+        round == 0 ? absl::StrCat("broke the entity JSON of ", broken_json, " rows of incidents.db")
+                   : Damage(db, db_offset, db_truncate, rng);
     SCOPED_TRACE(absl::StrCat(what, "; ", db_what));
     const std::string db_verdict = SqliteVerdict(state);
     const int set_aside_before = SetAsideCount(state);
@@ -457,6 +469,9 @@ TEST_F(StorageFaultTest, DamagedStateAfterKill) {
     if (db_verdict != "ok") {
       EXPECT_TRUE(absl::StrContains(log, "incidents.db is damaged")) << db_verdict;
       EXPECT_EQ(SetAsideCount(state), set_aside_before + 1);
+    }
+    if (round == 0) {
+      EXPECT_TRUE(absl::StrContains(log, "open incidents unreadable")) << log;
     }
     EXPECT_EQ(SetAsideCount(state) > set_aside_before,
               absl::StrContains(log, "incidents.db is damaged"));
