@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace ringside::analysis {
 namespace {
@@ -204,6 +205,28 @@ absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> SqliteIncidentStore::Open(
         absl::StrCat("incident store: cannot create state dir ", state_dir, ": ", ec.message()));
   }
   const std::string path = (std::filesystem::path(state_dir) / options.file_name).string();
+  absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> store = OpenFile(path, options);
+  if (store.ok() || !options.set_aside_damaged || !absl::IsDataLoss(store.status())) return store;
+  // Damaged: keep it for a post-mortem under another name, and start an empty history.
+  const std::string aside = absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(absl::Now()));
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string from = absl::StrCat(path, suffix);
+    std::filesystem::rename(from, absl::StrCat(aside, suffix), ec);
+    if (ec && std::filesystem::exists(from)) {
+      return absl::DataLossError(absl::StrCat(store.status().message(), " (cannot set it aside: ",
+                                              ec.message(), ")"));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> fresh = OpenFile(path, options);
+  if (!fresh.ok()) return fresh.status();
+  (*fresh)->recovery_ = absl::StrCat(
+      path, " is damaged (", store.status().message(), "): set aside as ", aside,
+      "; its incidents are not restored, an empty incident history starts");
+  return fresh;
+}
+
+absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> SqliteIncidentStore::OpenFile(
+    const std::string& path, const SqliteStoreOptions& options) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -216,7 +239,30 @@ absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> SqliteIncidentStore::Open(
   std::unique_ptr<SqliteIncidentStore> store(new SqliteIncidentStore(db, path));
   absl::MutexLock lock(&store->mu_);
   if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  if (options.set_aside_damaged) {
+    if (absl::Status s = store->QuickCheck(); !s.ok()) return s;
+    // Damage inside a row (its JSON) passes quick_check but would fail the load of the open
+    // incidents at startup.
+    absl::StatusOr<std::vector<Incident>> open =
+        store->Select("WHERE resolved_ns IS NULL ORDER BY id", nullptr, nullptr);
+    if (!open.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("open incidents unreadable: ", open.status().message()));
+    }
+  }
   return store;
+}
+
+absl::Status SqliteIncidentStore::QuickCheck() {
+  // Pages the schema cannot reach, broken b-trees, a file shorter than its pages: what a torn copy
+  // or a damaged disk leaves, and what would otherwise fail later, in the middle of a Put.
+  Stmt q(db_, "PRAGMA quick_check(1)");
+  if (absl::Status s = q.status("quick_check"); !s.ok()) return s;
+  const int rc = q.Step();
+  if (rc != SQLITE_ROW) return SqliteStatus(db_, rc, "quick_check");
+  const std::string verdict = ColumnText(q.get(), 0);
+  if (verdict == "ok") return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("incident store: quick_check: ", verdict));
 }
 
 SqliteIncidentStore::~SqliteIncidentStore() {

@@ -30,6 +30,11 @@ namespace ringside::analysis {
 struct SqliteStoreOptions {
   std::string file_name = "incidents.db";
   absl::Duration busy_timeout = absl::Seconds(5);
+  // A file SQLite finds damaged (not a database, malformed, failing PRAGMA quick_check, or open
+  // incidents that cannot be read back; after a failing disk, or a copy cut short) is renamed to <file>.damaged-<unix seconds>
+  // (with its -wal and -shm) and an empty store is created in its place; recovery() says so.
+  // Otherwise Open() refuses such a file (DataLoss).
+  bool set_aside_damaged = false;
 };
 
 class SqliteIncidentStore : public IncidentStore {
@@ -52,11 +57,16 @@ class SqliteIncidentStore : public IncidentStore {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& path() const { return path_; }
+  // What Open() did about a damaged file (set_aside_damaged), or empty.
+  const std::string& recovery() const { return recovery_; }
   std::string journal_mode() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   SqliteIncidentStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  static absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> OpenFile(
+      const std::string& path, const SqliteStoreOptions& options);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status QuickCheck() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Incident> Row(sqlite3_stmt* stmt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<Incident>> Select(const std::string& where_order,
                                                const IncidentQuery* q, const uint64_t* id)
@@ -66,6 +76,7 @@ class SqliteIncidentStore : public IncidentStore {
   mutable absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
   const std::string path_;
+  std::string recovery_;
 };
 
 }  // namespace ringside::analysis

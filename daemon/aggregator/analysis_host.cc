@@ -43,8 +43,11 @@ absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOp
   std::unique_ptr<AnalysisHost> host(new AnalysisHost(std::move(options)));
   if (!host->options_.log) host->options_.log = [](const std::string&) {};
   if (!host->options_.state_dir.empty()) {
-    auto store = analysis::SqliteIncidentStore::Open(host->options_.state_dir);
+    analysis::SqliteStoreOptions so;
+    so.set_aside_damaged = true;  // a damaged incidents.db must not keep the aggregator down
+    auto store = analysis::SqliteIncidentStore::Open(host->options_.state_dir, so);
     if (!store.ok()) return store.status();
+    if (!(*store)->recovery().empty()) host->options_.log((*store)->recovery());
     host->store_ = std::move(*store);
     absl::StatusOr<size_t> adopted = AdoptIncidents(*host->store_, host->options_.adopt);
     if (!adopted.ok()) return adopted.status();

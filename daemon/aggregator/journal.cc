@@ -63,7 +63,14 @@ absl::Status ReadJournal(const std::string& dir, JournalFileSystem* fs,
       absl::Status s = DecodeJournalRecord(*data, &pos, &rec);
       if (absl::IsOutOfRange(s)) break;
       if (!s.ok()) {
+        // Replay stops here for this segment and goes on with the next: what this segment holds
+        // after the bad frame is lost, what every other segment holds is not.
         ++st.corrupt_segments;
+        st.unread_bytes += data->size() - pos;
+        st.damage.push_back(absl::StrCat(JournalSegmentName(index), ": ", s.message(), "; the ",
+                                         data->size() - pos,
+                                         " bytes from there on are not read (a write torn by a "
+                                         "crash, or damage)"));
         break;
       }
       if (rec.type == JournalRecordType::kHeader) continue;
@@ -126,9 +133,12 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(
   j->lock_ = std::move(*lock);
 
   std::vector<Watermark> marks;
+  JournalReadStats local_stats;
+  if (read_stats == nullptr) read_stats = &local_stats;
   if (absl::Status s = ReadJournal(dir, j->fs_, replay, &marks, read_stats); !s.ok()) return s;
   if (restored != nullptr) *restored = marks;
   j->initial_marks_ = std::move(marks);
+  for (const std::string& d : read_stats->damage) j->Log(absl::StrCat("replay: ", d));
 
   absl::StatusOr<std::vector<uint64_t>> segments = ListSegments(j->fs_, dir);
   if (!segments.ok()) return segments.status();
@@ -250,8 +260,15 @@ absl::Status Journal::StartSegment() {
     segments_.back().bytes += frames.size();
     stats_.bytes += frames.size();
   }
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    // Nothing of this segment is needed (the previous ones hold every watermark): remove it, so
+    // that retries on a full disk do not leave a trail of empty or torn segments.
+    (void)(*f)->Close();
+    if (fs_->Remove(path).ok()) (void)fs_->SyncDir(options_.dir);
+    return s;
+  }
   file_ = std::move(*f);
+  file_good_bytes_ = frames.size();
   file_broken_ = false;
   initial_marks_.clear();
   ApplyRetention();
@@ -329,7 +346,16 @@ absl::Status Journal::WriteBatch(const std::deque<Pending>& batch) {
     segments_.back().bytes += buf.size();
     stats_.bytes += buf.size();
   }
-  if (!s.ok()) file_broken_ = true;  // what reached the disk is unknown: the retry starts anew
+  if (s.ok()) {
+    file_good_bytes_ += buf.size();
+    return s;
+  }
+  // What reached the disk is unknown: cut the segment back to its last good frame (so a restart
+  // finds no torn frame to report), and retry in a new segment.
+  file_broken_ = true;
+  absl::Status cut = file_->Truncate(file_good_bytes_);
+  if (cut.ok()) cut = file_->Sync();
+  if (!cut.ok()) Log(absl::StrCat("cannot cut back the failed write: ", cut.ToString()));
   return s;
 }
 

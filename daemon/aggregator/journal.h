@@ -14,9 +14,10 @@
 // reaches segment_bytes, and after a write error. The total is bounded by max_bytes: the oldest
 // segments are deleted (when_full = kDeleteOldest), or writing stops as on a full disk (kStop).
 //
-// Failures: a failed write or sync (full disk, I/O error) keeps the batch queued and retries it
-// in a new segment every retry_interval; nothing is acknowledged meanwhile, so agents keep
-// buffering. Queued bytes are bounded by max_pending_bytes: past it Append() refuses
+// Failures: a failed write or sync (full disk, I/O error) keeps the batch queued, cuts the segment
+// back to its last good frame (a segment that could not even be started is removed), and retries
+// the batch in a new segment every retry_interval; nothing is acknowledged meanwhile, so agents
+// keep buffering. Queued bytes are bounded by max_pending_bytes: past it Append() refuses
 // (ResourceExhausted) and the caller refuses the message. Nothing here crashes the process.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_JOURNAL_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_JOURNAL_H_
@@ -62,6 +63,9 @@ struct JournalReadStats {
   uint64_t duplicates = 0;           // payload records at or below their epoch's watermark
   uint64_t corrupt_segments = 0;     // segments that ended in a torn or corrupt frame
   uint64_t unparsable_payloads = 0;  // frames intact but the message did not parse
+  uint64_t unread_bytes = 0;         // after the bad frame of each corrupt segment
+  // One line per corrupt segment: its name, what was wrong at which offset, the bytes not read.
+  std::vector<std::string> damage;
 };
 
 // Reads every segment of `dir` in order and calls `visit` for each payload once (a record written
@@ -157,6 +161,7 @@ class Journal {
   // Writer-thread state.
   std::vector<Watermark> initial_marks_;  // restored at Open: part of the first checkpoint
   std::unique_ptr<JournalFile> file_;
+  uint64_t file_good_bytes_ = 0;  // bytes of file_ known written and synced
   bool file_broken_ = false;
   uint64_t next_index_ = 1;
   absl::Time last_error_log_ = absl::InfinitePast();

@@ -56,6 +56,13 @@ class PosixFile final : public JournalFile {
     if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "fdatasync", path_);
     return absl::OkStatus();
   }
+  absl::Status Truncate(uint64_t size) override {
+    if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+    while (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      if (errno != EINTR) return ErrnoStatus(errno, "truncate", path_);
+    }
+    return absl::OkStatus();
+  }
   absl::Status Close() override {
     if (fd_ < 0) return absl::OkStatus();
     int fd = fd_;

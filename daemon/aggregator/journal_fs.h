@@ -20,6 +20,11 @@ class JournalFile {
   virtual absl::Status Append(absl::string_view data) = 0;
   virtual absl::Status Sync() = 0;  // fdatasync
   virtual absl::Status Close() = 0;
+  // Cuts the file back to `size` bytes (after a failed write, to drop a torn frame).
+  virtual absl::Status Truncate(uint64_t size) {
+    (void)size;
+    return absl::UnimplementedError("truncate not supported");
+  }
 };
 
 // Held while a process uses a state directory (an flock, released by the kernel on kill -9).
