@@ -1,7 +1,11 @@
 #include "daemon/agent/sampler.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 
@@ -26,16 +30,29 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
   snap->cycle = ++cycle_;
   snap->overruns_total = overruns_;
   snap->collectors.resize(collectors_.size());
-  const absl::Time cycle_start = now_();
+  // Sample times are wall-clock (the aggregator lines nodes up by them) but must never go back:
+  // the aggregator drops a sample not newer than its series' last, and rates divide by the
+  // difference. After a step back of the wall clock (NTP), times go on from the last cycle's at
+  // the monotonic clock's pace, ahead of the wall clock by the step; a step forward is taken.
+  // A wall clock that advanced at least half the monotonic time is followed (slewing, drift).
+  const absl::Time steady_start = SteadyNow();
+  absl::Time cycle_start = now_();
+  if (cycle_ > 1) {
+    const absl::Duration elapsed = steady_start - last_steady_start_;
+    if (cycle_start < last_start_ + elapsed / 2) cycle_start = last_start_ + elapsed;
+  }
   last_start_ = cycle_start;
+  last_steady_start_ = steady_start;
   snap->timestamp = cycle_start;
+  // Within the cycle each collector's time is the cycle's plus the monotonic time elapsed.
+  auto now = [&] { return cycle_start + (SteadyNow() - steady_start); };
   for (size_t i = 0; i < collectors_.size(); ++i) {
     collectors::CycleErrors errors;
     collectors::CollectorSnapshot& out = snap->collectors[i];
-    const absl::Time start = now_();
+    const absl::Time start = now();
     collectors_[i]->Collect(start, out, errors);
     out.timestamp = start;
-    out.duration = now_() - start;
+    out.duration = now() - start;
     out.read_errors = errors.count;
 
     CollectorHealth& h = health_[i];
@@ -65,17 +82,16 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
 
 void Sampler::Run(absl::Notification& stop,
                   const std::function<void(const std::shared_ptr<const AgentSnapshot>&)>& on_cycle) {
-  // After a RunOnce() the schedule continues one interval after that cycle began.
-  absl::Time next = cycle_ > 0 ? last_start_ + options_.interval : now_();
+  // The schedule is on the monotonic clock: a wall-clock step neither holds sampling for the
+  // step's length nor counts the step as missed slots. After a RunOnce() it continues one
+  // interval after that cycle began.
+  absl::Time next = cycle_ > 0 ? last_steady_start_ + options_.interval : SteadyNow();
   while (!stop.HasBeenNotified()) {
-    const absl::Time wait_until = next;
-    if (now_() < wait_until) {
-      if (stop.WaitForNotificationWithTimeout(wait_until - now_())) break;
-    }
+    if (!SleepUntil(stop, next)) break;
     std::shared_ptr<const AgentSnapshot> snap = RunOnce();
     if (on_cycle) on_cycle(snap);
     next += options_.interval;
-    const absl::Time now = now_();
+    const absl::Time now = SteadyNow();
     if (now > next) {
       // Overran: skip the slots already missed, start the next cycle now.
       const int64_t missed = (now - next) / options_.interval;
@@ -84,6 +100,18 @@ void Sampler::Run(absl::Notification& stop,
       if (next < now) next = now;
     }
   }
+}
+
+bool Sampler::SleepUntil(absl::Notification& stop, absl::Time steady_deadline) {
+  // Abseil's timed waits (this build's) take an absolute CLOCK_REALTIME deadline, which a step
+  // back of the wall clock during the wait would push out by the step; nanosleep measures
+  // monotonic time. Slices of at most 50 ms bound how long a stop waits.
+  for (absl::Duration left = steady_deadline - SteadyNow(); left > absl::ZeroDuration();
+       left = steady_deadline - SteadyNow()) {
+    if (stop.HasBeenNotified()) return false;
+    absl::SleepFor(std::min(left, absl::Milliseconds(50)));
+  }
+  return !stop.HasBeenNotified();
 }
 
 std::shared_ptr<const AgentSnapshot> Sampler::Latest() const {

@@ -74,8 +74,12 @@ class Sampler {
   std::vector<CollectorHealth> health_;
   std::vector<absl::Time> last_error_log_;
   std::vector<uint64_t> errors_since_log_;
+  // Sleeps until `steady_deadline` (SteadyNow()); false when `stop` was notified.
+  static bool SleepUntil(absl::Notification& stop, absl::Time steady_deadline);
+
   uint64_t cycle_ = 0;
-  absl::Time last_start_;
+  absl::Time last_start_;         // timestamp of the latest cycle (wall clock, never going back)
+  absl::Time last_steady_start_;  // when it began, SteadyNow()
   uint64_t overruns_ = 0;
 
   mutable absl::Mutex mu_;
