@@ -138,6 +138,8 @@ TEST_F(ClockStepTest, StepsBackAndForwardRaiseNothingAndStickNothing) {
       {"agent forward 10 min (+5)", &agent_clock_, absl::Minutes(5)},
       {"aggregator back 10 min (-3)", &agg_clock_, absl::Minutes(-3)},
       {"agent back 8 min (-3)", &agent_clock_, absl::Minutes(-3)},
+      {"aggregator forward 18 min (+15): 10 min ahead of the agent", &agg_clock_,
+       absl::Minutes(15)},
   };
   for (const Step& s : steps) {
     step_ = s.what;
