@@ -114,7 +114,7 @@ const std::string& Http2Preface() {
   return p;
 }
 
-rc::CollectiveRecordFields Record(uint64_t seq) {
+rc::CollectiveRecordFields Record(uint64_t seq, const char* job) {
   rc::CollectiveRecordFields r;
   r.rank = 1;
   r.nranks = 4;
@@ -124,7 +124,7 @@ rc::CollectiveRecordFields Record(uint64_t seq) {
   r.bytes = 1 << 20;
   r.enqueue_unix_nanos = absl::ToUnixNanos(absl::Now());
   r.channels = 2;
-  r.job_id.Set("job-good");
+  r.job_id.Set(job);
   r.host.Set("container-good");
   r.function.Set("AllReduce");
   return r;
@@ -132,7 +132,7 @@ rc::CollectiveRecordFields Record(uint64_t seq) {
 
 std::string Frame(uint64_t first_seq, int n, const char* job = "job-good") {
   std::vector<rc::CollectiveRecordFields> v;
-  for (int i = 0; i < n; ++i) v.push_back(Record(first_seq + i));
+  for (int i = 0; i < n; ++i) v.push_back(Record(first_seq + i, job));
   rc::BatchHeaderFields h;
   h.job_id.Set(job);
   return *rc::EncodeFrame(h, v);
@@ -158,6 +158,8 @@ class HostileClientsTest : public ::testing::Test {
     agent_ = StartAgent("good", socket_path_);
     ASSERT_TRUE(agent_->WaitForStderr("connected to", absl::Seconds(20))) << agent_->Stderr();
     ASSERT_TRUE(agent_->WaitForStderr("collective records on", absl::Seconds(20)))
+        << agent_->Stderr();
+    ASSERT_TRUE(agent_->WaitForStderr("serving /metrics on", absl::Seconds(20)))
         << agent_->Stderr();
     agent_http_ = PortFromLog(*agent_, "serving /metrics on \\S+ \\(port ([0-9]+)\\)");
     ASSERT_GT(agent_http_, 0) << agent_->Stderr();
@@ -331,6 +333,126 @@ TEST_F(HostileClientsTest, AggregatorCutsOffHostileGrpcClientsAndLosesNoRecord) 
   EXPECT_EQ(Metric(http_, "ringside_aggregator_sequence_gap_messages_total"), 0);
   EXPECT_EQ(Metric(agent_http_, "ringside_agent_upload_sessions_total"), 1) << agent_->Stderr();
   EXPECT_EQ(Metric(http_, "ringside_aggregator_sessions_active"), 2);
+}
+
+}  // namespace
+}  // namespace ringside
+
+namespace ringside {
+namespace {
+
+// On the agent's plugin socket, next to a well-behaved plugin: connections that send garbage, a
+// flood of connections past the agent's limit, and a plugin that sends as fast as it can. The
+// garbage and the surplus connections are cut off and counted by reason, the flood is
+// rate-limited and counted per job; the well-behaved plugin's N records all reach the aggregator,
+// and everything the agent accepted arrives there exactly once.
+TEST_F(HostileClientsTest, PluginSocketCutsOffGarbageAndFloodsAndLosesNoRecord) {
+  const int kFrames = 100, kPerFrame = 30;
+  int good_sent = 0;
+  std::thread plugin([&] { good_sent = GoodPlugin(1, kFrames, kPerFrame); });
+
+  // Garbage: bytes that are no frame, a frame with a wrong version, a frame cut short and closed.
+  std::vector<int> garbage;
+  for (int i = 0; i < 30; ++i) {
+    const int fd = UnixConnect(socket_path_);
+    ASSERT_GE(fd, 0);
+    std::string bytes;
+    if (i % 3 == 0) {
+      bytes = std::string(700, static_cast<char>(0x41 + i % 26));
+    } else if (i % 3 == 1) {
+      bytes = Frame(1000000 + i, 2, "job-bad");
+      bytes[4] = '\x7f';  // the header's version field
+    } else {
+      bytes = Frame(2000000 + i, 3, "job-bad");
+      bytes[bytes.size() - 1] ^= 0x55;  // inside the last record: a padding or string byte
+    }
+    SendAll(fd, bytes);
+    garbage.push_back(fd);
+  }
+  // A flooding plugin (connected before the crowd below): full frames as fast as the socket
+  // takes them, for 2 s.
+  uint64_t flood_sent = 0;
+  const int flood_fd = UnixConnect(socket_path_);
+  ASSERT_GE(flood_fd, 0);
+  std::thread flood([&, fd = flood_fd] {
+    const std::string frame = Frame(5000000, 256, "job-flood");
+    const absl::Time end = absl::Now() + absl::Seconds(2);
+    while (absl::Now() < end && SendAll(fd, frame)) flood_sent += 256;
+    ::close(fd);
+  });
+  // A flood of connections: 300 open at once (the agent takes 256).
+  std::vector<int> crowd;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = UnixConnect(socket_path_);
+    if (fd >= 0) crowd.push_back(fd);
+  }
+
+  flood.join();
+  plugin.join();
+  ASSERT_EQ(good_sent, kFrames * kPerFrame);
+  EXPECT_GT(flood_sent, 10000u);
+
+  // Cut off: every garbage connection is closed by the agent; each is counted by reason.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        for (int fd : garbage) {
+          if (!PeerClosed(fd)) return false;
+        }
+        return true;
+      },
+      absl::Seconds(10)));
+  int refused = 0;
+  for (int fd : crowd) refused += PeerClosed(fd);
+  for (int fd : garbage) ::close(fd);
+  for (int fd : crowd) ::close(fd);
+  // The agent has read all the well-behaved plugin wrote (it reads asynchronously).
+  Eventually(
+      [&] {
+        return Metric(agent_http_, "ringside_agent_collective_records_total",
+                      {{"job", "job-good"}}) >= good_sent;
+      },
+      absl::Seconds(10));
+  const testing::PromText a = testing::ParsePromText(testing::HttpGet(agent_http_, "/metrics"));
+  auto agent_metric = [&](const std::string& name, const std::map<std::string, std::string>& m) {
+    double v = 0;
+    for (const testing::PromSample& s : a.Find(name, m)) v += s.value;
+    return v;
+  };
+  const double rejected = agent_metric("ringside_agent_collective_rejections_total", {});
+  EXPECT_GE(agent_metric("ringside_agent_collective_rejections_total", {{"reason", "bad_magic"}}),
+            10);
+  EXPECT_GE(agent_metric("ringside_agent_collective_rejections_total", {{"reason", "bad_version"}}),
+            10);
+  EXPECT_GE(agent_metric("ringside_agent_collective_rejections_total",
+                         {{"reason", "too_many_connections"}}),
+            refused);
+  EXPECT_GE(refused, 300 + 2 - 256 - 30) << "connections past the agent's 256";
+  EXPECT_GE(rejected, 30 + refused) << testing::HttpGet(agent_http_, "/metrics");
+  const double flood_accepted =
+      agent_metric("ringside_agent_collective_records_total", {{"job", "job-flood"}});
+  EXPECT_GT(agent_metric("ringside_agent_collective_rate_limited_records_total",
+                         {{"job", "job-flood"}}),
+            0);
+  EXPECT_LT(flood_accepted, static_cast<double>(flood_sent));
+
+  // No loss: the good plugin's records all accepted; everything accepted reaches the aggregator
+  // once (the garbage frames' jobs were never accepted).
+  EXPECT_EQ(agent_metric("ringside_agent_collective_records_total", {{"job", "job-good"}}),
+            good_sent)
+      << agent_->Stderr();
+  EXPECT_EQ(agent_metric("ringside_agent_collective_rate_limited_records_total",
+                         {{"job", "job-good"}}),
+            0);
+  EXPECT_EQ(agent_metric("ringside_agent_collective_records_total", {{"job", "job-bad"}}), 0);
+  const double accepted = good_sent + flood_accepted;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Metric(http_, "ringside_aggregator_collective_records_received_total") >= accepted;
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(Metric(http_, "ringside_aggregator_collective_records_received_total"), accepted);
+  EXPECT_EQ(Metric(http_, "ringside_aggregator_sequence_gap_messages_total"), 0);
+  EXPECT_EQ(Metric(agent_http_, "ringside_agent_upload_sessions_total"), 1) << agent_->Stderr();
 }
 
 }  // namespace
