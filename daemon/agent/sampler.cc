@@ -63,11 +63,12 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
     h.availability = collectors_[i]->Availability();
 
     errors_since_log_[i] += errors.count;
-    if (log_ && errors.count > 0 && start - last_error_log_[i] >= options_.error_log_period) {
+    if (log_ && errors.count > 0 &&
+        cycle_start - last_error_log_[i] >= options_.error_log_period) {
       log_(absl::StrCat("collector ", h.name, ": ", errors_since_log_[i],
                         " read errors since last report; e.g. ",
                         absl::StrJoin(errors.messages, "; ")));
-      last_error_log_[i] = start;
+      last_error_log_[i] = cycle_start;
       errors_since_log_[i] = 0;
     }
   }
