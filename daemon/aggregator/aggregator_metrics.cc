@@ -160,8 +160,8 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
       {"ringside_aggregator_query_watchers", MetricType::Gauge, "",
        "WatchIncidents streams open."},
       {"ringside_aggregator_query_watchers_cut_off_total", MetricType::Counter, "",
-       "WatchIncidents streams ended with RESOURCE_EXHAUSTED for falling more than 1024 incident "
-       "changes behind."},
+       "WatchIncidents streams ended with RESOURCE_EXHAUSTED for falling more than "
+       "--watch-queue-limit (1024) incident changes behind."},
   };
   return *catalog;
 }

@@ -4,6 +4,7 @@
 // parsed here only and turned into AggregatorOptions (docs/aggregator.md).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -99,6 +100,9 @@ ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
           "Ping an idle agent connection this often.");
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
           "Drop a connection whose ping is not answered within this.");
+ABSL_FLAG(int64_t, watch_queue_limit, 1024,
+          "Incident changes queued for a WatchIncidents client that does not read; past it the "
+          "watch is ended with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
           "Close a gRPC connection with no call open for this long (agents always have one).");
 ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
@@ -560,7 +564,10 @@ int main(int argc, char** argv) {
   };
 
   // The Query API (docs/query-api.md) on the ingest port, and GET /api/v1/incidents.
-  ringside::daemon::InstallQueryApi(o, analysis.get());
+  ringside::daemon::QueryServiceOptions query_options;
+  query_options.watch.queue_limit =
+      static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_watch_queue_limit)));
+  ringside::daemon::InstallQueryApi(o, analysis.get(), query_options);
 
   absl::StatusOr<std::unique_ptr<ringside::daemon::Aggregator>> agg =
       ringside::daemon::Aggregator::Start(o);

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -148,7 +149,7 @@ class HostileClientsTest : public ::testing::Test {
             BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
             "--http-listen=127.0.0.1:0", "--state-dir=" + dir_.path() + "/state",
             "--hello-timeout=1s", "--max-message-bytes=262144", "--handshake-timeout=2s",
-            "--max-connection-idle=3s"},
+            "--max-connection-idle=3s", "--watch-queue-limit=3"},
         dir_.path());
     ASSERT_TRUE(agg_->WaitForStderr("HTTP (/metrics", absl::Seconds(30))) << agg_->Stderr();
     grpc_ = PortFromLog(*agg_, "ingest \\(gRPC\\) listening on \\S+ \\(port ([0-9]+)\\)");
@@ -452,6 +453,123 @@ TEST_F(HostileClientsTest, PluginSocketCutsOffGarbageAndFloodsAndLosesNoRecord) 
       absl::Seconds(20)));
   EXPECT_EQ(Metric(http_, "ringside_aggregator_collective_records_received_total"), accepted);
   EXPECT_EQ(Metric(http_, "ringside_aggregator_sequence_gap_messages_total"), 0);
+  EXPECT_EQ(Metric(agent_http_, "ringside_agent_upload_sessions_total"), 1) << agent_->Stderr();
+}
+
+}  // namespace
+}  // namespace ringside
+
+namespace ringside {
+namespace {
+
+// One HTTP/2 frame.
+std::string H2Frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
+  std::string f;
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  f += static_cast<char>(n >> 16);
+  f += static_cast<char>(n >> 8);
+  f += static_cast<char>(n);
+  f += static_cast<char>(type);
+  f += static_cast<char>(flags);
+  for (int shift = 24; shift >= 0; shift -= 8) f += static_cast<char>((stream >> shift) & 0x7f);
+  return f + payload;
+}
+
+// HPACK "literal header field without indexing, new name" (names and values under 127 bytes).
+std::string Hpack(const std::string& name, const std::string& value) {
+  return std::string(1, '\0') + static_cast<char>(name.size()) + name +
+         static_cast<char>(value.size()) + value;
+}
+
+// A WatchIncidents call from a client that never reads: raw HTTP/2 whose SETTINGS give every
+// stream a receive window of 0, so the aggregator cannot send it a byte of any change.
+int NeverReadingWatcher(int port) {
+  const int fd = TcpConnect(port);
+  if (fd < 0) return -1;
+  std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  out += H2Frame(4, 0, 0, std::string("\x00\x04\x00\x00\x00\x00", 6));  // INITIAL_WINDOW_SIZE 0
+  out += H2Frame(4, 1, 0, "");                                            // ack the server's
+  const std::string headers = Hpack(":method", "POST") + Hpack(":scheme", "http") +
+                              Hpack(":path", "/ringside.v1.Query/WatchIncidents") +
+                              Hpack(":authority", "127.0.0.1") +
+                              Hpack("content-type", "application/grpc") + Hpack("te", "trailers");
+  out += H2Frame(1, 4, 1, headers);                              // HEADERS, END_HEADERS
+  out += H2Frame(0, 1, 1, std::string("\x00\x00\x00\x00\x00", 5));  // an empty request, END_STREAM
+  if (!SendAll(fd, out)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A WatchIncidents client that never reads, next to one that does, while a port flaps: the
+// aggregator queues at most --watch-queue-limit changes for the first and then cuts it off
+// (counted); the second sees every change, and ingest and detection go on.
+TEST_F(HostileClientsTest, WatcherThatNeverReadsIsCutOffAndOthersSeeEveryChange) {
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_),
+                                     grpc::InsecureChannelCredentials());
+  std::unique_ptr<v1::Query::Stub> stub = v1::Query::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  std::unique_ptr<grpc::ClientReader<v1::IncidentChange>> reader =
+      stub->WatchIncidents(&ctx, v1::WatchIncidentsRequest());
+  std::atomic<int> seen{0};
+  std::thread good([&] {
+    v1::IncidentChange c;
+    while (reader->Read(&c)) seen += c.initial() ? 0 : 1;
+  });
+  std::vector<int> slow;
+  for (int i = 0; i < 5; ++i) {
+    const int fd = NeverReadingWatcher(grpc_);
+    ASSERT_GE(fd, 0);
+    slow.push_back(fd);
+  }
+  ASSERT_TRUE(Eventually([&] { return Metric(http_, "ringside_aggregator_query_watchers") == 6; },
+                         absl::Seconds(10)))
+      << Metric(http_, "ringside_aggregator_query_watchers");
+
+  // The port flaps: link_down opened and resolved twice, then link_flapping.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(tree_writer_.SetPortState("mlx5_0", 1, 1, 2).ok());
+    absl::SleepFor(absl::Milliseconds(500));
+    ASSERT_TRUE(tree_writer_.SetPortState("mlx5_0", 1, 4, 5).ok());
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  ASSERT_TRUE(agg_->WaitForStderr("opened: link_flapping", absl::Seconds(20))) << agg_->Stderr();
+
+  // Cut off and counted: each never-reading watcher, once past its queue.
+  EXPECT_TRUE(Eventually(
+      [&] { return Metric(http_, "ringside_aggregator_query_watchers_cut_off_total") == 5; },
+      absl::Seconds(10)))
+      << Metric(http_, "ringside_aggregator_query_watchers_cut_off_total");
+  // They do not keep their slots: past the 5 s grace for the write in flight, the next watcher
+  // to start (or the next change) cancels them.
+  absl::SleepFor(absl::Seconds(5));
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  std::unique_ptr<grpc::ClientReader<v1::IncidentChange>> reader2 =
+      stub->WatchIncidents(&ctx2, v1::WatchIncidentsRequest());
+  EXPECT_TRUE(Eventually([&] { return Metric(http_, "ringside_aggregator_query_watchers") == 2; },
+                         absl::Seconds(10)))
+      << Metric(http_, "ringside_aggregator_query_watchers");
+  int closed = 0;
+  for (int fd : slow) closed += PeerClosed(fd);
+  EXPECT_EQ(closed, 0) << "the connections stay; only their watch streams are reset";
+  ctx2.TryCancel();
+  (void)reader2->Finish();
+  // The reading watcher saw every change the analysis made.
+  double changes = 0;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        changes = Metric(http_, "ringside_incident_changes_total");
+        return changes >= 4 && seen.load() == changes;
+      },
+      absl::Seconds(10)))
+      << seen.load() << " changes watched of " << changes;
+  ctx.TryCancel();
+  good.join();
+  (void)reader->Finish();
+  for (int fd : slow) ::close(fd);
   EXPECT_EQ(Metric(agent_http_, "ringside_agent_upload_sessions_total"), 1) << agent_->Stderr();
 }
 
