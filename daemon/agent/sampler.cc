@@ -1,9 +1,16 @@
 #include "daemon/agent/sampler.h"
 
-#include <thread>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 
@@ -29,16 +36,29 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
   snap->overruns_total = overruns_;
   snap->early_total = early_;
   snap->collectors.resize(collectors_.size());
-  const absl::Time cycle_start = now_();
+  // Sample times are wall-clock (the aggregator lines nodes up by them) but must never go back:
+  // the aggregator drops a sample not newer than its series' last, and rates divide by the
+  // difference. After a step back of the wall clock (NTP), times go on from the last cycle's at
+  // the monotonic clock's pace, ahead of the wall clock by the step; a step forward is taken.
+  // A wall clock that advanced at least half the monotonic time is followed (slewing, drift).
+  const absl::Time steady_start = SteadyNow();
+  absl::Time cycle_start = now_();
+  if (cycle_ > 1) {
+    const absl::Duration elapsed = steady_start - last_steady_start_;
+    if (cycle_start < last_start_ + elapsed / 2) cycle_start = last_start_ + elapsed;
+  }
   last_start_ = cycle_start;
+  last_steady_start_ = steady_start;
   snap->timestamp = cycle_start;
+  // Within the cycle each collector's time is the cycle's plus the monotonic time elapsed.
+  auto now = [&] { return cycle_start + (SteadyNow() - steady_start); };
   for (size_t i = 0; i < collectors_.size(); ++i) {
     collectors::CycleErrors errors;
     collectors::CollectorSnapshot& out = snap->collectors[i];
-    const absl::Time start = now_();
+    const absl::Time start = now();
     collectors_[i]->Collect(start, out, errors);
     out.timestamp = start;
-    out.duration = now_() - start;
+    out.duration = now() - start;
     out.read_errors = errors.count;
 
     CollectorHealth& h = health_[i];
@@ -49,11 +69,12 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
     h.availability = collectors_[i]->Availability();
 
     errors_since_log_[i] += errors.count;
-    if (log_ && errors.count > 0 && start - last_error_log_[i] >= options_.error_log_period) {
+    if (log_ && errors.count > 0 &&
+        cycle_start - last_error_log_[i] >= options_.error_log_period) {
       log_(absl::StrCat("collector ", h.name, ": ", errors_since_log_[i],
                         " read errors since last report; e.g. ",
                         absl::StrJoin(errors.messages, "; ")));
-      last_error_log_[i] = start;
+      last_error_log_[i] = cycle_start;
       errors_since_log_[i] = 0;
     }
   }
@@ -67,43 +88,31 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
 }
 
 void Sampler::RequestCycle() {
-  absl::MutexLock lock(&wake_mu_);
-  wake_ = true;
-  wake_cv_.Signal();
+  if (!early_enabled_ || wake_fd_ < 0) return;
+  wake_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void Sampler::EnableEarlyCycles() {
+  if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  early_enabled_ = wake_fd_ >= 0;
+}
+
+Sampler::~Sampler() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 void Sampler::Run(absl::Notification& stop,
                   const std::function<void(const std::shared_ptr<const AgentSnapshot>&)>& on_cycle) {
-  // With early cycles the wait is on wake_cv_, so a stop must wake it too: relayed from `stop`.
-  std::thread relay;
-  if (early_enabled_) {
-    relay = std::thread([this, &stop] {
-      stop.WaitForNotification();
-      absl::MutexLock lock(&wake_mu_);
-      stopping_ = true;
-      wake_cv_.Signal();
-    });
-  }
-  // After a RunOnce() the schedule continues one interval after that cycle began.
-  absl::Time next = cycle_ > 0 ? last_start_ + options_.interval : now_();
+  // The schedule is on the monotonic clock: a wall-clock step neither holds sampling for the
+  // step's length nor counts the step as missed slots. After a RunOnce() it continues one
+  // interval after that cycle began.
+  absl::Time next = cycle_ > 0 ? last_steady_start_ + options_.interval : SteadyNow();
   bool early_used = false;  // this slot already had its early cycle
   while (!stop.HasBeenNotified()) {
-    const absl::Time wait_until = next;
     bool early = false;
-    if (!early_enabled_) {
-      if (now_() < wait_until && stop.WaitForNotificationWithTimeout(wait_until - now_())) break;
-    } else {
-      absl::MutexLock lock(&wake_mu_);
-      // A request in a slot that had its early cycle waits for the slot's scheduled cycle.
-      while (!stopping_ && !(wake_ && !early_used)) {
-        const absl::Duration left = wait_until - now_();
-        if (left <= absl::ZeroDuration()) break;
-        wake_cv_.WaitWithTimeout(&wake_mu_, left);
-      }
-      if (stopping_) break;
-      early = wake_ && !early_used && now_() < wait_until;
-      wake_ = false;  // an early cycle, or the scheduled one, reads what moved
-    }
+    if (!SleepUntil(stop, next, !early_used, &early)) break;
     if (early) ++early_;  // before RunOnce, which publishes the count
     std::shared_ptr<const AgentSnapshot> snap = RunOnce();
     if (on_cycle) on_cycle(snap);
@@ -113,7 +122,7 @@ void Sampler::Run(absl::Notification& stop,
     }
     early_used = false;
     next += options_.interval;
-    const absl::Time now = now_();
+    const absl::Time now = SteadyNow();
     if (now > next) {
       // Overran: skip the slots already missed, start the next cycle now.
       const int64_t missed = (now - next) / options_.interval;
@@ -122,7 +131,38 @@ void Sampler::Run(absl::Notification& stop,
       if (next < now) next = now;
     }
   }
-  if (relay.joinable()) relay.join();
+}
+
+bool Sampler::SleepUntil(absl::Notification& stop, absl::Time steady_deadline, bool allow_early,
+                         bool* early) {
+  // Abseil's timed waits (this build's) take an absolute CLOCK_REALTIME deadline, which a step
+  // back of the wall clock during the wait would push out by the step; nanosleep and poll()
+  // measure monotonic time. Slices of at most 50 ms bound how long a stop waits.
+  *early = false;
+  for (absl::Duration left = steady_deadline - SteadyNow(); left > absl::ZeroDuration();
+       left = steady_deadline - SteadyNow()) {
+    if (stop.HasBeenNotified()) return false;
+    const absl::Duration slice = std::min(left, absl::Milliseconds(50));
+    if (wake_fd_ < 0) {
+      absl::SleepFor(slice);
+      continue;
+    }
+    if (allow_early && wake_.exchange(false, std::memory_order_acq_rel)) {
+      *early = true;
+      return true;
+    }
+    // Rounded up to whole milliseconds, so a slice never ends early and spins.
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(slice + absl::Milliseconds(1) -
+                                                              absl::Nanoseconds(1)));
+    pollfd p{wake_fd_, POLLIN, 0};
+    if (::poll(&p, 1, ms) > 0) {
+      uint64_t n = 0;
+      (void)!::read(wake_fd_, &n, sizeof(n));  // drained; wake_ says whether to act
+    }
+  }
+  // The slot came: its scheduled cycle reads whatever moved, so a pending request is done.
+  if (wake_fd_ >= 0) wake_.store(false, std::memory_order_release);
+  return !stop.HasBeenNotified();
 }
 
 std::shared_ptr<const AgentSnapshot> Sampler::Latest() const {

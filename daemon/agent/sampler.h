@@ -4,6 +4,7 @@
 #ifndef RINGSIDE_DAEMON_AGENT_SAMPLER_H_
 #define RINGSIDE_DAEMON_AGENT_SAMPLER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,10 +71,12 @@ class Sampler {
   // Asks Run() for one cycle now, ahead of the schedule: a watched error counter moved, and its
   // delta should reach the aggregator without waiting for the next slot. The schedule itself is
   // kept, and at most one early cycle runs between two scheduled ones, so a counter that keeps
-  // moving costs at most twice the scheduled rate. Thread-safe; a no-op unless
-  // EnableEarlyCycles() was called before Run().
-  void RequestCycle() ABSL_LOCKS_EXCLUDED(wake_mu_);
-  void EnableEarlyCycles() { early_enabled_ = true; }
+  // moving costs at most twice the scheduled rate. Thread-safe (and async-signal-safe: one
+  // atomic store and one write to an eventfd); a no-op unless EnableEarlyCycles() was called
+  // before Run().
+  void RequestCycle();
+  void EnableEarlyCycles();
+  ~Sampler();
 
  private:
   SamplerOptions options_;
@@ -83,15 +86,19 @@ class Sampler {
   std::vector<CollectorHealth> health_;
   std::vector<absl::Time> last_error_log_;
   std::vector<uint64_t> errors_since_log_;
+  // Sleeps until `steady_deadline` (SteadyNow()); false when `stop` was notified. With early
+  // cycles, returns early (true, `*early` set) on a RequestCycle() when `allow_early`.
+  bool SleepUntil(absl::Notification& stop, absl::Time steady_deadline, bool allow_early,
+                  bool* early);
+
   uint64_t cycle_ = 0;
-  absl::Time last_start_;
+  absl::Time last_start_;         // timestamp of the latest cycle (wall clock, never going back)
+  absl::Time last_steady_start_;  // when it began, SteadyNow()
   uint64_t overruns_ = 0;
   uint64_t early_ = 0;
   bool early_enabled_ = false;
-  absl::Mutex wake_mu_;
-  absl::CondVar wake_cv_;
-  bool wake_ ABSL_GUARDED_BY(wake_mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(wake_mu_) = false;
+  std::atomic<bool> wake_{false};  // a cycle was requested
+  int wake_fd_ = -1;               // eventfd written by RequestCycle(), polled by SleepUntil()
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const AgentSnapshot> latest_ ABSL_GUARDED_BY(mu_);

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/protocol.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 namespace {
@@ -86,7 +87,7 @@ const v1::AgentMessage* Uploader::NextMessageLocked(Session* s) {
   }
   const bool resend = e->seq != 0;
   if (!resend && buffer_.resend_from_seq() > buffer_.last_assigned_seq()) {
-    s->last_ack_progress_ = absl::Now();  // the first unacked message: the ack clock starts
+    s->last_ack_progress_ = SteadyNow();  // the first unacked message: the ack clock starts
   }
   const uint64_t order = e->order;
   const UploadType type = e->type;
@@ -120,7 +121,7 @@ void Uploader::Pump() {
       s->in_flight_kind_ = kNoKind;
     }
     s->writing_ = true;
-    s->write_started_ = absl::Now();
+    s->write_started_ = SteadyNow();
   }
   // writing_ keeps the hold, so the session cannot finish (and be deleted) before this call.
   if (msg != nullptr) {
@@ -179,7 +180,7 @@ void Uploader::HandleAckLocked(Session* s, uint64_t acked_seq) {
   if (acked_seq > stats_.acked_seq) stats_.acked_seq = acked_seq;
   if (acked_seq > s->acked_) {
     s->acked_ = acked_seq;
-    s->last_ack_progress_ = absl::Now();
+    s->last_ack_progress_ = SteadyNow();
   }
   buffer_.Ack(acked_seq);
 }
@@ -205,7 +206,7 @@ void Uploader::HandleHelloAckLocked(Session* s, const v1::HelloAck& ack) {
                      " (the aggregator ignores resend_from_seq?)"));
   }
   HandleAckLocked(s, ack.acked_seq());
-  const absl::Time now = absl::Now();
+  const absl::Time now = SteadyNow();
   s->ready_ = true;
   s->ready_at_ = now;
   s->last_ack_progress_ = now;
@@ -322,7 +323,7 @@ void Uploader::EndSessionLocked(absl::Time now) {
   }
   UploaderStats::Error& err = stats_.errors[reason];
   ++err.count;
-  err.last = now;
+  err.last = absl::Now();  // exported as Unix time; `now` is the monotonic clock
   stats_.connected = false;
   if (s->ready_ && now - s->ready_at_ >= options_.backoff_reset_after) backoff_.Reset();
   const absl::Duration delay = backoff_.Next();

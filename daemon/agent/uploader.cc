@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "daemon/agent/upload_session.h"
 #include "daemon/common/log.h"
+#include "daemon/common/steady_time.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
 
@@ -253,7 +254,9 @@ bool Uploader::SessionGone() const { return session_ == nullptr || session_->don
 void Uploader::ControlLoop() {
   mu_.Lock();
   while (!stop_) {
-    const absl::Time now = absl::Now();
+    // Timers and the reconnect schedule run on the monotonic clock (a wall-clock step must not
+    // fire every watchdog at once, nor hold a reconnect for minutes).
+    const absl::Time now = SteadyNow();
     if (session_ && session_->done_) EndSessionLocked(now);
     Session* start = nullptr;
     if (!session_ && now >= next_attempt_) start = NewSessionLocked(now);
@@ -272,14 +275,15 @@ void Uploader::ControlLoop() {
     if (pushed) Pump();
     mu_.Lock();
     if (start == nullptr && cancel == nullptr && !pushed) {
-      mu_.AwaitWithDeadline(absl::Condition(this, &Uploader::ControlShouldWake), wake);
+      mu_.AwaitWithTimeout(absl::Condition(this, &Uploader::ControlShouldWake),
+                           wake - SteadyNow());
     }
   }
   mu_.Unlock();
 }
 
 bool Uploader::Shutdown(absl::Duration flush_timeout) {
-  const absl::Time deadline = absl::Now() + flush_timeout;
+  const absl::Time deadline = SteadyNow() + flush_timeout;
   bool pushed;
   {
     absl::MutexLock l(&mu_);
@@ -289,7 +293,7 @@ bool Uploader::Shutdown(absl::Duration flush_timeout) {
   if (pushed) Pump();
   {
     absl::MutexLock l(&mu_);
-    mu_.AwaitWithDeadline(absl::Condition(this, &Uploader::BufferEmpty), deadline);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Uploader::BufferEmpty), deadline - SteadyNow());
     stop_ = true;
   }
   if (control_.joinable()) control_.join();
@@ -304,8 +308,8 @@ bool Uploader::Shutdown(absl::Duration flush_timeout) {
   grpc::ClientContext* cancel = nullptr;
   {
     absl::MutexLock l(&mu_);
-    mu_.AwaitWithDeadline(absl::Condition(this, &Uploader::SessionGone),
-                          std::max(deadline, absl::Now() + absl::Milliseconds(100)));
+    mu_.AwaitWithTimeout(absl::Condition(this, &Uploader::SessionGone),
+                         std::max(deadline - SteadyNow(), absl::Milliseconds(100)));
     if (!SessionGone()) {
       session_->cancelled_ = true;
       cancel = &session_->ctx_;

@@ -1,5 +1,6 @@
 #include "daemon/aggregator/aggregator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -88,6 +89,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   so.max_sessions = o.limits.max_sessions;
   so.aggregator_version = o.version;
   so.now = o.now;
+  so.max_message_bytes = o.limits.max_message_bytes;
   a->service_ = std::make_unique<IngestService>(core, a->stats_.get(), so);
 
   grpc::ServerBuilder builder;
@@ -97,7 +99,10 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   for (const std::shared_ptr<grpc::Service>& extra : a->extra_services_) {
     if (extra) builder.RegisterService(extra.get());
   }
-  builder.SetMaxReceiveMessageSize(static_cast<int>(o.limits.max_message_bytes));
+  // gRPC cuts off a message over its limit without telling the service; the service checks
+  // --max-message-bytes itself (and counts), gRPC only what is far over it.
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<size_t>(2 * o.limits.max_message_bytes, (1u << 31) - 1)));
   builder.SetMaxSendMessageSize(1 << 20);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(o.keepalive.time)));
@@ -108,6 +113,12 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       static_cast<int>(absl::ToInt64Milliseconds(o.keepalive.min_client_ping_interval)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_streams_per_connection);
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(o.keepalive.max_connection_idle)));
+  builder.AddChannelArgument(
+      GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(o.keepalive.handshake_timeout)));
   a->server_ = builder.BuildAndStart();
   if (!a->server_ || a->grpc_port_ == 0) {
     return absl::UnavailableError(

@@ -50,6 +50,12 @@ struct GrpcKeepaliveOptions {
   // Client pings are accepted down to this interval (an agent pinging faster is told
   // too_many_pings).
   absl::Duration min_client_ping_interval = absl::Seconds(5);
+  // A connection with no call for this long is closed (GOAWAY): connections opened and left
+  // idle cannot pile up. Agents always have their stream open.
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  // A connection that has not finished its handshake (TLS, the HTTP/2 preface) within this is
+  // closed.
+  absl::Duration handshake_timeout = absl::Seconds(10);
 };
 
 struct AggregatorOptions {

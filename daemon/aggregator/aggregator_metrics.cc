@@ -1,5 +1,8 @@
 #include "daemon/aggregator/aggregator_metrics.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
+
 #include <map>
 #include <utility>
 
@@ -14,6 +17,16 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
+
+// Open file descriptors of this process (/proc/self/fd, less the one reading it); -1 if unknown.
+double OpenFds() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  double n = 0;
+  while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n - 1;
+}
 
 double Load(const std::atomic<uint64_t>& a) {
   return static_cast<double>(a.load(std::memory_order_relaxed));
@@ -67,10 +80,11 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
        "Series ids redefined with a changed definition."},
       {"ringside_aggregator_limit_rejections_total", MetricType::Counter, "reason",
        "Things refused by a limit: max_nodes, max_series_per_node, max_defs_per_message, "
-       "max_sessions, journal_backlog."},
+       "max_sessions, journal_backlog, max_message_bytes."},
       {"ringside_aggregator_sessions_refused_total", MetricType::Counter, "reason",
        "Streams refused at or before their Hello: no_hello, bad_hello, version, permission, "
-       "hello_timeout, limit, shutting_down."},
+       "hello_timeout, limit, shutting_down, cancelled (ended before a Hello by the client or by "
+       "gRPC: a message over --max-message-bytes)."},
       {"ringside_aggregator_sessions_ended_total", MetricType::Counter, "reason",
        "Sessions (after a Hello) that ended: client_closed, cancelled, replaced, protocol_error, "
        "limit, shutdown."},
@@ -79,6 +93,12 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
       {"ringside_aggregator_sessions_active", MetricType::Gauge, "", "Nodes with a live session."},
       {"ringside_aggregator_streams_open", MetricType::Gauge, "",
        "Ingest streams open, with or without a Hello."},
+      {"ringside_aggregator_open_fds", MetricType::Gauge, "",
+       "File descriptors open: one per gRPC connection (agents, queries, idle or hostile clients "
+       "until --handshake-timeout or --max-connection-idle closes them), plus journal and "
+       "database files."},
+      {"ringside_aggregator_max_fds", MetricType::Gauge, "",
+       "The open file limit (RLIMIT_NOFILE, raised to its hard limit at start)."},
       {"ringside_aggregator_nodes", MetricType::Gauge, "", "Nodes known."},
       {"ringside_aggregator_nodes_stale", MetricType::Gauge, "",
        "Known nodes with no message for longer than --stale-after."},
@@ -140,8 +160,8 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
       {"ringside_aggregator_query_watchers", MetricType::Gauge, "",
        "WatchIncidents streams open."},
       {"ringside_aggregator_query_watchers_cut_off_total", MetricType::Counter, "",
-       "WatchIncidents streams ended with RESOURCE_EXHAUSTED for falling more than 1024 incident "
-       "changes behind."},
+       "WatchIncidents streams ended with RESOURCE_EXHAUSTED for falling more than "
+       "--watch-queue-limit (1024) incident changes behind."},
   };
   return *catalog;
 }
@@ -176,6 +196,12 @@ std::vector<MetricFamily> AggregatorCollectable::Collect() const {
   out.Add("ringside_aggregator_sessions_started_total", {}, Load(s.sessions_started));
   out.Add("ringside_aggregator_streams_open", {},
           static_cast<double>(s.sessions_active.load(std::memory_order_relaxed)));
+  out.Add("ringside_aggregator_open_fds", {}, OpenFds());
+  rlimit lim = {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    out.Add("ringside_aggregator_max_fds", {},
+            lim.rlim_cur == RLIM_INFINITY ? -1 : static_cast<double>(lim.rlim_cur));
+  }
 
   const IngestTotals t = core_->Totals();
   out.Add("ringside_aggregator_sessions_active", {}, static_cast<double>(t.active_sessions));

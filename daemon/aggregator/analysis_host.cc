@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/sqlite_incident_store.h"
 #include "daemon/aggregator/peer_incidents.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 namespace {
@@ -101,21 +102,22 @@ AnalysisHost::~AnalysisHost() {
 }
 
 void AnalysisHost::RunFlushThread() {
-  // The tick is on the wall clock (options_.now may be a test's); changes are delivered as soon
-  // as they are queued.
-  absl::Time next_tick = absl::Now() + options_.flush_interval;
+  // The tick is on the monotonic clock (a step back of the wall clock must not hold flushes for
+  // the step's length; options_.now, the detectors' time, may be a test's); changes are
+  // delivered as soon as they are queued.
+  absl::Time next_tick = SteadyNow() + options_.flush_interval;
   while (true) {
     {
       absl::MutexLock lock(&queue_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
         return stop_ || !queue_.empty();
       };
-      queue_mu_.AwaitWithDeadline(absl::Condition(&ready), next_tick);
+      queue_mu_.AwaitWithTimeout(absl::Condition(&ready), next_tick - SteadyNow());
       if (stop_) return;
     }
-    if (absl::Now() >= next_tick) {
+    if (SteadyNow() >= next_tick) {
       Flush(options_.now());
-      next_tick = absl::Now() + options_.flush_interval;
+      next_tick = SteadyNow() + options_.flush_interval;
     } else {
       Deliver();
     }

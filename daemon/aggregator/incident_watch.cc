@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/query_convert.h"
+#include "daemon/common/steady_time.h"
 #include "grpcpp/server_context.h"
 
 namespace ringside::daemon {
@@ -16,8 +17,12 @@ namespace ringside::daemon {
 // Finish never run a reaction inline, so calling them under the lock is safe.
 class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::IncidentChange> {
  public:
-  Watcher(std::shared_ptr<IncidentWatchHub> hub, IncidentFilter filter, size_t queue_limit)
-      : hub_(std::move(hub)), filter_(std::move(filter)), queue_limit_(queue_limit) {}
+  Watcher(std::shared_ptr<IncidentWatchHub> hub, grpc::CallbackServerContext* context,
+          IncidentFilter filter, size_t queue_limit)
+      : hub_(std::move(hub)),
+        context_(context),
+        filter_(std::move(filter)),
+        queue_limit_(queue_limit) {}
 
   // The snapshot of open incidents goes first; changes queued before it and already reflected in
   // it (same or older revision) are dropped.
@@ -57,6 +62,18 @@ class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::Inci
     ++live_queued_;
     if (begun_) MaybeWriteLocked();
     return true;
+  }
+
+  // A watcher cut off while a write is in flight finishes when that write completes. A client
+  // that does not read at all (its flow-control window stays shut) never lets it complete: past
+  // `grace` the call is cancelled, which fails the write and ends the stream (the client sees
+  // CANCELLED instead of RESOURCE_EXHAUSTED), so it does not hold a watcher slot for ever. Called
+  // under the hub's lock, so OnDone (which takes it to remove the watcher) has not run.
+  void CancelIfParked(absl::Time steady_now, absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!finished_ || !writing_ || cancelled_ || steady_now - finished_at_ < grace) return;
+    cancelled_ = true;
+    context_->TryCancel();
   }
 
   void End(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -111,6 +128,7 @@ class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::Inci
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
+    finished_at_ = SteadyNow();
     queue_.clear();
     if (writing_) {
       finish_after_write_ = std::move(status);
@@ -120,6 +138,7 @@ class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::Inci
   }
 
   const std::shared_ptr<IncidentWatchHub> hub_;
+  grpc::CallbackServerContext* const context_;
   const IncidentFilter filter_;
   const size_t queue_limit_;
   absl::Mutex mu_;
@@ -130,6 +149,8 @@ class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::Inci
   bool begun_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time finished_at_ ABSL_GUARDED_BY(mu_);  // SteadyNow()
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -144,15 +165,17 @@ std::shared_ptr<IncidentWatchHub> IncidentWatchHub::Create(AnalysisHost* host,
 }
 
 grpc::ServerWriteReactor<v1::IncidentChange>* IncidentWatchHub::Watch(
-    grpc::CallbackServerContext*, const v1::WatchIncidentsRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchIncidentsRequest* request) {
   IncidentFilter filter;
   absl::StatusOr<std::optional<analysis::IncidentKind>> kind = ParseKindFilter(request->kind());
   if (kind.ok()) filter.kind = *kind;
   filter.node = request->node();
   filter.job = request->job();
-  auto* w = new Watcher(shared_from_this(), filter, options_.queue_limit);
+  auto* w = new Watcher(shared_from_this(), context, filter, options_.queue_limit);
   {
     absl::MutexLock lock(&mu_);
+    const absl::Time now = SteadyNow();
+    for (Watcher* other : watchers_) other->CancelIfParked(now, options_.parked_grace);
     watchers_.insert(w);  // every watcher is registered: OnDone removes it
     if (!kind.ok()) {
       w->End(
@@ -176,6 +199,8 @@ grpc::ServerWriteReactor<v1::IncidentChange>* IncidentWatchHub::Watch(
 
 void IncidentWatchHub::Publish(const std::vector<analysis::IncidentChange>& changes) {
   absl::MutexLock lock(&mu_);
+  const absl::Time now = SteadyNow();
+  for (Watcher* w : watchers_) w->CancelIfParked(now, options_.parked_grace);
   for (Watcher* w : watchers_) {
     for (const analysis::IncidentChange& c : changes) {
       if (!w->Push(c)) {

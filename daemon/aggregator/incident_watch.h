@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "analysis/incidents.h"
 #include "daemon/aggregator/incident_queries.h"
 #include "grpcpp/support/server_callback.h"
@@ -29,6 +30,9 @@ class AnalysisHost;
 
 struct IncidentWatchOptions {
   size_t queue_limit = 1024;  // live changes queued per watcher before it is cut off
+  // A cut-off watcher whose client still has not taken the write in flight after this is
+  // cancelled (checked when changes are published and when a watcher starts).
+  absl::Duration parked_grace = absl::Seconds(5);
   size_t max_watchers = 256;  // more at once: RESOURCE_EXHAUSTED
 };
 

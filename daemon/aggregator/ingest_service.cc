@@ -73,6 +73,17 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       }
       ++messages_;
       const size_t bytes = in_buf_.Length();
+      const size_t max_bytes = service_->options_.max_message_bytes;
+      if (max_bytes > 0 && bytes > max_bytes) {
+        IngestStats::Add(service_->stats_->limit_rejections, LimitReason::kMaxMessageBytes);
+        if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kLimit);
+        end_reason_ = EndReason::kLimit;
+        FinishLocked(grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("message ", messages_, " of the stream is ", bytes,
+                         " bytes, over the aggregator's --max-message-bytes ", max_bytes)));
+        return;
+      }
       grpc::Status parsed =
           grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
       if (!parsed.ok()) {

@@ -40,6 +40,10 @@ struct IngestServiceOptions {
   std::string aggregator_version;
   bool check_peer_node = true;                  // PeerMayClaimNode (a no-op on plaintext)
   std::function<absl::Time()> now = absl::Now;  // for the Hello timeout
+  // A message over this ends the stream with RESOURCE_EXHAUSTED and is counted
+  // (limit_rejections{max_message_bytes}); 0: none. gRPC's own limit should be above it (it cuts
+  // a stream off without telling the service why).
+  size_t max_message_bytes = 0;
 };
 
 class IngestSession;

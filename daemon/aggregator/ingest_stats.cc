@@ -42,6 +42,8 @@ absl::string_view LimitReasonName(LimitReason r) {
       return "max_defs_per_message";
     case LimitReason::kMaxSessions:
       return "max_sessions";
+    case LimitReason::kMaxMessageBytes:
+      return "max_message_bytes";
     case LimitReason::kJournalBacklog:
     case LimitReason::kCount:
       break;

@@ -38,6 +38,7 @@ enum class LimitReason : uint8_t {
   kMaxDefsPerMessage,
   kMaxSessions,
   kJournalBacklog,
+  kMaxMessageBytes,  // a stream message over --max-message-bytes
   kCount,
 };
 absl::string_view LimitReasonName(LimitReason r);

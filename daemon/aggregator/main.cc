@@ -2,6 +2,9 @@
 // per-series state and recent collective records and link events, journals payloads durably with
 // --state-dir, and serves /metrics, /healthz, /readyz and /api/v1/... on --http-listen. Flags are
 // parsed here only and turned into AggregatorOptions (docs/aggregator.md).
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -97,6 +100,13 @@ ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(30),
           "Ping an idle agent connection this often.");
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(10),
           "Drop a connection whose ping is not answered within this.");
+ABSL_FLAG(int64_t, watch_queue_limit, 1024,
+          "Incident changes queued for a WatchIncidents client that does not read; past it the "
+          "watch is ended with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
+          "Close a gRPC connection with no call open for this long (agents always have one).");
+ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
+          "Close a gRPC connection that has not finished its TLS / HTTP/2 handshake within this.");
 
 // Alerts (docs/alerts.md): incidents to Alertmanager and to signed webhooks.
 ABSL_FLAG(std::string, alertmanager_url, "",
@@ -170,6 +180,20 @@ bool Positive(int64_t v, const char* name) {
   if (v > 0) return true;
   std::fprintf(stderr, "ringside-aggregator: --%s must be positive\n", name);
   return false;
+}
+
+// Each agent holds a connection (a file descriptor); so do idle or hostile clients until the
+// --handshake-timeout / --max-connection-idle cut them off. The soft limit (1024 under many
+// service managers) is raised to the hard one, so fds run out later than the connections the
+// limits allow; ringside_aggregator_open_fds and _max_fds show both.
+void RaiseOpenFileLimit() {
+  rlimit lim = {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  const rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    LogLine(absl::StrCat("open file limit raised from ", was, " to ", lim.rlim_cur));
+  }
 }
 
 }  // namespace
@@ -303,6 +327,16 @@ int main(int argc, char** argv) {
   }
   o.keepalive.time = absl::GetFlag(FLAGS_keepalive_time);
   o.keepalive.timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  o.keepalive.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  o.keepalive.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
+  if (o.keepalive.max_connection_idle < absl::Milliseconds(100) ||
+      o.keepalive.handshake_timeout < absl::Milliseconds(100)) {
+    std::fprintf(stderr,
+                 "ringside-aggregator: --max-connection-idle and --handshake-timeout must be at "
+                 "least 100ms\n");
+    return 2;
+  }
+  RaiseOpenFileLimit();
   o.version = RINGSIDE_VERSION;
 
   // systemd (Type=notify, WatchdogSec=): READY=1 once serving, WATCHDOG=1 from the housekeeping
@@ -530,7 +564,10 @@ int main(int argc, char** argv) {
   };
 
   // The Query API (docs/query-api.md) on the ingest port, and GET /api/v1/incidents.
-  ringside::daemon::InstallQueryApi(o, analysis.get());
+  ringside::daemon::QueryServiceOptions query_options;
+  query_options.watch.queue_limit =
+      static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_watch_queue_limit)));
+  ringside::daemon::InstallQueryApi(o, analysis.get(), query_options);
 
   absl::StatusOr<std::unique_ptr<ringside::daemon::Aggregator>> agg =
       ringside::daemon::Aggregator::Start(o);

@@ -1,0 +1,23 @@
+// Time for intervals, timeouts and schedules that a wall-clock step (NTP, an operator's `date`)
+// does not move. absl::Now() is CLOCK_REALTIME: a step back of minutes would hold a timer or a
+// schedule for those minutes, a step forward would fire every timeout at once.
+#ifndef RINGSIDE_DAEMON_COMMON_STEADY_TIME_H_
+#define RINGSIDE_DAEMON_COMMON_STEADY_TIME_H_
+
+#include <chrono>
+
+#include "absl/time/time.h"
+
+namespace ringside::daemon {
+
+// An absl::Time on the monotonic clock (CLOCK_MONOTONIC: the epoch is the boot, not 1970). Only
+// differences and comparisons with other SteadyNow() values mean anything; never print it, send
+// it or pass it to an API that takes a wall-clock deadline (absl::Mutex::AwaitWithDeadline: use
+// AwaitWithTimeout(until - SteadyNow())).
+inline absl::Time SteadyNow() {
+  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+}
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_COMMON_STEADY_TIME_H_
