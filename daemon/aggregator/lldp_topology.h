@@ -54,6 +54,11 @@ std::string LldpNodeSwitchLines(const std::vector<LldpPortPeer>& peers);
 // The leaves (switch names) and their hosts, from the same rule.
 std::map<std::string, std::vector<std::string>> LldpLeaves(const std::vector<LldpPortPeer>& peers);
 
+// The RoCE ports among `peers` (host-to-host cables excluded) as host-level attachments that
+// keep the detail: host, RDMA device and port, the switch (id and name: its name) and the switch
+// port's name. Format kNodeSwitchMap; no attachments when there are none.
+analysis::Topology LldpPortTopology(const std::vector<LldpPortPeer>& peers);
+
 // Keeps each node's latest complete info set and derives the topology from all of them.
 class LldpTopology {
  public:
