@@ -300,6 +300,11 @@ void AnalysisHost::Remerge(absl::string_view reporter) {
   if (!source.empty() && source == last_discovery_source_ && last_discovery_ != nullptr) {
     const absl::Time now = options_.now();
     for (analysis::TopologyEvent& e : analysis::DiffTopologies(*last_discovery_, *discovery)) {
+      // LLDP comes node by node: a node's first report is its agent starting, not a new cable.
+      if (source == "lldp" && e.kind == analysis::TopologyEventKind::kNew &&
+          last_discovery_->HcasOf(e.host).empty()) {
+        continue;
+      }
       e.time = now;
       e.source = source;
       e.reporter = std::string(reporter);
