@@ -40,7 +40,7 @@ TopologyDisagreement Make(DisagreementKind kind, const std::string& host, const 
 }
 
 void CompareByDevice(const std::string& host, const std::vector<const HcaAttachment*>& file,
-                     const std::vector<const HcaAttachment*>& disc,
+                     const std::vector<const HcaAttachment*>& disc, bool complete,
                      std::vector<TopologyDisagreement>& out) {
   std::vector<bool> used(disc.size(), false);
   for (const HcaAttachment* f : file) {
@@ -54,7 +54,7 @@ void CompareByDevice(const std::string& host, const std::vector<const HcaAttachm
       break;
     }
     if (match == nullptr) {
-      out.push_back(Make(DisagreementKind::kMissingInDiscovery, host, f, nullptr, true));
+      if (complete) out.push_back(Make(DisagreementKind::kMissingInDiscovery, host, f, nullptr, true));
     } else if (!SameSwitch(f->leaf, match->leaf)) {
       out.push_back(Make(DisagreementKind::kOtherSwitch, host, f, match, true));
     } else if (PortsDiffer(f->leaf, match->leaf)) {
@@ -69,7 +69,7 @@ void CompareByDevice(const std::string& host, const std::vector<const HcaAttachm
 // Switch by switch: the switches only one side names, paired up as other_switch, the rest missing
 // on the other side.
 void CompareByHost(const std::string& host, const std::vector<const HcaAttachment*>& file,
-                   const std::vector<const HcaAttachment*>& disc,
+                   const std::vector<const HcaAttachment*>& disc, bool complete,
                    std::vector<TopologyDisagreement>& out) {
   auto unmatched = [](const std::vector<const HcaAttachment*>& a,
                       const std::vector<const HcaAttachment*>& b) {
@@ -88,7 +88,7 @@ void CompareByHost(const std::string& host, const std::vector<const HcaAttachmen
   for (; i < uf.size() && i < ud.size(); ++i) {
     out.push_back(Make(DisagreementKind::kOtherSwitch, host, uf[i], ud[i], false));
   }
-  for (size_t j = i; j < uf.size(); ++j) {
+  for (size_t j = i; j < uf.size() && complete; ++j) {
     out.push_back(Make(DisagreementKind::kMissingInDiscovery, host, uf[j], nullptr, false));
   }
   for (size_t j = i; j < ud.size(); ++j) {
@@ -185,9 +185,9 @@ MergedTopology MergeTopologies(const Topology* file, const Topology* discovered,
       continue;
     }
     if (ByDevice(f) && ByDevice(d)) {
-      CompareByDevice(host, f, d, m.disagreements);
+      CompareByDevice(host, f, d, options.discovery_complete, m.disagreements);
     } else {
-      CompareByHost(host, f, d, m.disagreements);
+      CompareByHost(host, f, d, options.discovery_complete, m.disagreements);
     }
   }
   std::sort(m.disagreements.begin(), m.disagreements.end());

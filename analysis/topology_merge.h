@@ -7,9 +7,9 @@
 //   other_switch_port     same switch, a different switch port
 //   missing_in_discovery  the file has a link the discovery does not
 //   missing_in_file       the discovery has a link of a host the file names but not this link
-// A host the file names and the discovery does not is missing_in_discovery only when the
-// discovery sees the whole fabric (InfiniBand subnet discovery: MergeOptions::discovery_complete);
-// LLDP is only as wide as the agents that report it.
+// missing_in_discovery is reported only when the discovery sees the whole fabric (InfiniBand
+// subnet discovery: MergeOptions::discovery_complete): LLDP is only as wide as the agents that
+// report it and the ports that speak it (a host's InfiniBand HCAs have no LLDP neighbour).
 //
 // Switches match by id or name on either side (a hand-written map names a switch that discovery
 // knows by GUID and node description). Pure: no I/O, no logging.

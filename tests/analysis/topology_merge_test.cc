@@ -103,6 +103,7 @@ TEST(TopologyMergeTest, FileWinsAndDisagreementsArePortByPort) {
   EXPECT_EQ(m.topology.LeafName("0x" + std::string(kSw2)), "leaf-2");
   EXPECT_EQ(m.topology.hosts(), 5u);
 
+  // Seen whole (IB subnet discovery), node-d's absence is one too; LLDP's partial view is not.
   m = MergeTopologies(&file, &disc, {.discovery_complete = true});
   ASSERT_EQ(m.disagreements.size(), 4u);
   EXPECT_EQ(m.disagreements.back().kind, DisagreementKind::kMissingInDiscovery);

@@ -241,10 +241,15 @@ TEST_F(QueryCliTest, Links) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u) << r.out;
-  EXPECT_TRUE(absl::StartsWith(lines[0], "NODE    SOURCE      DEVICE  PORT  STATE  FLAPS  HEALTH"))
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], "NODE    SOURCE      DEVICE  PORT  STATE  FLAPS  HEALTH     PEER                "))
       << r.out;
-  EXPECT_TRUE(absl::StrContains(lines[2], "mlx5_1  1     down       3  UNHEALTHY  40s ago"))
+  // The switch end of each port, "-" when the topology does not know it.
+  EXPECT_TRUE(absl::StrContains(lines[1], "up         0  ok         -                   5h0m ago"))
       << r.out;
+  EXPECT_TRUE(absl::StrContains(lines[2], "mlx5_1  1     down       3  UNHEALTHY  leaf-01 port 7      40s ago"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(lines[3], "leaf-02 Ethernet12")) << r.out;
   EXPECT_TRUE(absl::StrContains(lines[3], "#12 pause_storm")) << r.out;
 
   r = Cli({"links", "--unhealthy", "--node", "node-a"});
@@ -259,6 +264,8 @@ TEST_F(QueryCliTest, Links) {
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["flaps_in_window"], 3);
   EXPECT_EQ(j[0]["state"], "down");
+  EXPECT_EQ(j[0]["peer_switch"], "leaf-01");
+  EXPECT_EQ(j[0]["peer_switch_port"], "7");
 
   r = Cli({"links", "--unhealthy", "--node", "node-z"});
   EXPECT_EQ(r.exit_code, 0);
