@@ -407,7 +407,7 @@ std::optional<analysis::LeafPort> PeerOfLink(const TopologyState& state, absl::s
   // A host known only as a whole: its leaf, when it has one.
   std::optional<analysis::LeafPort> leaf;
   for (const analysis::HcaAttachment* h : hcas) {
-    if (!h->any_device) continue;
+    if (!h->any_device || !h->device.empty()) continue;  // LLDP's entries name their port
     if (leaf && !analysis::SameSwitch(*leaf, h->leaf)) return std::nullopt;  // several leaves
     if (!leaf) {
       leaf = h->leaf;
