@@ -282,6 +282,13 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
   if (discovered_topology_ != nullptr || !defs.has_info()) return;
   std::string line = lldp_feed_.OnInfo(node, defs, nullptr);
   if (!line.empty() && file_topology_ == nullptr) options_.log(line);
+  // The port-by-port view changes only with a node that reports LLDP neighbours or did before.
+  const bool lldp_now = std::any_of(defs.info().begin(), defs.info().end(),
+                                    [](const v1::InfoRecord& r) { return r.source() == "lldp"; });
+  const bool lldp_before = lldp_nodes_.contains(node);
+  if (lldp_now) lldp_nodes_.insert(std::string(node));
+  if (!lldp_now) lldp_nodes_.erase(std::string(node));
+  if (!lldp_now && !lldp_before) return;
   auto peers = std::make_shared<const std::vector<LldpPortPeer>>(lldp_feed_.lldp().Peers());
   analysis::Topology ports = LldpPortTopology(*peers);
   const bool had = lldp_ports_ != nullptr;

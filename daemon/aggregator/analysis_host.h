@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "analysis/fabric_analysis.h"
@@ -188,6 +189,7 @@ class AnalysisHost final : public IngestObserver {
   // LLDP port by port (device, port, switch port name): what is merged and diffed.
   std::shared_ptr<const analysis::Topology> lldp_ports_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const std::vector<LldpPortPeer>> lldp_peers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> lldp_nodes_ ABSL_GUARDED_BY(mu_);  // that report a neighbour
   // The detectors' topology (kept alive here while they use it), the discovery it was last
   // diffed against, and what came of the merge.
   std::shared_ptr<const analysis::Topology> merged_ ABSL_GUARDED_BY(mu_);
