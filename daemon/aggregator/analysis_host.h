@@ -85,9 +85,9 @@ class AnalysisHost final : public IngestObserver {
                      absl::Time received, const v1::CollectiveBatch& batch) override;
   void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
                     absl::Time received, const v1::LinkEvents& events) override;
-  // The RoCE netdev ↔ RDMA port map from the agents' info records; and, without a --topology
-  // file, the topology the fabric tells: the agents' InfiniBand subnet discovery (ib_node /
-  // ib_link records) when there is one, else their LLDP neighbours (lldp records).
+  // The RoCE netdev ↔ RDMA port map from the agents' info records; and the topology the fabric
+  // tells: the agents' InfiniBand subnet discovery (ib_node / ib_link records) when there is one,
+  // else their LLDP neighbours (lldp records), merged with the --topology file (Remerge).
   void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override;
   // Where the detectors' topology comes from now: "file", "ib-discovery", "lldp" or "none".
   // With a file, the discovery still fills in the hosts the file does not name and is compared

@@ -78,8 +78,9 @@ class LldpTopology {
   std::string lines_;
 };
 
-// AnalysisHost holds one and feeds it from OnInfo, under its mutex, when no --topology file was
-// given and no InfiniBand subnet discovery arrived (docs/lldp.md).
+// AnalysisHost holds one and feeds it from OnInfo, under its mutex, while no InfiniBand subnet
+// discovery arrived (docs/lldp.md); it hands the detectors LldpPortTopology merged with the
+// --topology file, not this feed's topology (it passes a null `analysis`).
 class LldpTopologyFeed {
  public:
   // Applies the node's info set. When a node's leaves changed, builds the new Topology, hands it

@@ -51,7 +51,7 @@ TEST_F(QueryCliTest, HelpOfEveryCommand) {
   RunResult top = testing::Run({Ringside(), "--help"});
   EXPECT_EQ(top.exit_code, 0);
   for (const char* c :
-       {"status", "incidents", "incident ", "watch", "links", "node", "stragglers"}) {
+       {"status", "incidents", "incident ", "watch", "links", "node", "stragglers", "topology"}) {
     EXPECT_TRUE(absl::StrContains(top.out, absl::StrCat("  ", c))) << c << "\n" << top.out;
   }
   const std::map<std::string, std::vector<std::string>> needles = {
@@ -64,6 +64,9 @@ TEST_F(QueryCliTest, HelpOfEveryCommand) {
       {"stragglers", {"--job=JOB", "--limit=N", "1 a listed rank is flagged"}},
       {"watch", {"--kind=KIND", "Ctrl-C", "JSON Lines", "reconnects"}},
       {"status", {"an open critical incident or a stale node"}},
+      {"topology",
+       {"--node=NODE", "--events", "--max-events=N", "--format=FORMAT", "ibnetdiscover",
+        "1 the file disagrees with the discovery"}},
   };
   for (const auto& [cmd, list] : needles) {
     RunResult r = testing::Run({Ringside(), cmd, "--help"});
