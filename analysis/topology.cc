@@ -498,10 +498,32 @@ absl::StatusOr<Topology> Topology::Parse(absl::string_view text, Format format) 
     h.description = h.host;
     h.leaf.id = std::string(cols[1]);
     h.leaf.name = h.leaf.id;
+    h.any_device = true;
     t.switches_[h.leaf.id] = h.leaf.name;
     t.attachments_.push_back(std::move(h));
   }
   if (t.attachments_.empty()) return absl::InvalidArgumentError("topology: empty");
+  t.Index();
+  return t;
+}
+
+Topology Topology::FromAttachments(Format format, std::vector<HcaAttachment> attachments,
+                                   std::map<std::string, std::string> switches) {
+  Topology t;
+  t.format_ = format;
+  t.switches_ = std::move(switches);
+  std::set<std::string> cas;  // GUID (else description) of each CA
+  for (const HcaAttachment& h : attachments) {
+    if (!h.leaf.id.empty() && !t.switches_.count(h.leaf.id)) {
+      t.switches_[h.leaf.id] = h.leaf.name.empty() ? h.leaf.id : h.leaf.name;
+    }
+    if (format != Format::kNodeSwitchMap) {
+      cas.insert(h.ca_guid.empty() ? h.description : h.ca_guid);
+      if (h.host.empty()) ++t.unnamed_cas_;
+    }
+  }
+  t.cas_ = cas.size();
+  t.attachments_ = std::move(attachments);
   t.Index();
   return t;
 }
@@ -540,15 +562,18 @@ std::string Topology::LeafOf(absl::string_view host, absl::string_view device,
                              absl::string_view port) const {
   const std::vector<size_t>* v = Find(host);
   if (v == nullptr || v->empty()) return "";
-  if (format_ == Format::kNodeSwitchMap) return attachments_[v->front()].leaf.id;
-  if (device.empty()) return "";
-  int p = 0;
-  const bool want_port = !port.empty() && absl::SimpleAtoi(port, &p);
+  if (!device.empty()) {
+    int p = 0;
+    const bool want_port = !port.empty() && absl::SimpleAtoi(port, &p);
+    for (size_t i : *v) {
+      const HcaAttachment& h = attachments_[i];
+      if (h.device != device) continue;
+      if (want_port && h.ca_port != 0 && h.ca_port != p) continue;
+      return h.leaf.id;
+    }
+  }
   for (size_t i : *v) {
-    const HcaAttachment& h = attachments_[i];
-    if (h.device != device) continue;
-    if (want_port && h.ca_port != 0 && h.ca_port != p) continue;
-    return h.leaf.id;
+    if (attachments_[i].any_device) return attachments_[i].leaf.id;  // a host-level entry
   }
   return "";
 }

@@ -33,6 +33,9 @@ struct LeafPort {
   std::string id;    // switch GUID "0x2c5eab0300b87b40", or the switch name of a node→switch map
   std::string name;  // its node description ("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1"), or the id
   int port = 0;      // the switch port the HCA is cabled to; 0 when unknown
+  // The switch port's name when it has no number (LLDP's port id: "Ethernet12", "swp3"); "".
+  std::string port_name;
+  bool operator==(const LeafPort&) const = default;
 };
 
 struct HcaAttachment {
@@ -42,6 +45,10 @@ struct HcaAttachment {
   std::string ca_guid;      // "0xe09d7303007a4bd8"; empty in a node→switch map
   int ca_port = 0;          // 0 when unknown
   LeafPort leaf;
+  // A host-level entry (a `node switch` line, an LLDP neighbour): LeafOf answers with it for any
+  // device of the host that no entry names exactly.
+  bool any_device = false;
+  bool operator==(const HcaAttachment&) const = default;
 };
 
 class Topology {
@@ -50,6 +57,10 @@ class Topology {
 
   Topology() = default;
   static absl::StatusOr<Topology> Parse(absl::string_view text, Format format = Format::kAuto);
+  // From attachments already known (a merge, the Query API's reply). `switches` maps switch id to
+  // name; every attachment's leaf is added to it. `cas`: CA nodes, at least the named attachments'.
+  static Topology FromAttachments(Format format, std::vector<HcaAttachment> attachments,
+                                  std::map<std::string, std::string> switches = {});
 
   Format format() const { return format_; }
 
@@ -67,6 +78,7 @@ class Topology {
   std::string LeafName(absl::string_view leaf) const;
 
   const std::vector<HcaAttachment>& attachments() const { return attachments_; }
+  const std::map<std::string, std::string>& switch_names() const { return switches_; }  // id → name
   size_t hosts() const { return hosts_.size(); }
   size_t switches() const { return switches_.size(); }
   size_t leaves() const { return leaf_hosts_.size(); }

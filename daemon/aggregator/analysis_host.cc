@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/sqlite_incident_store.h"
 #include "daemon/aggregator/peer_incidents.h"
@@ -72,7 +73,7 @@ absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOp
       return absl::Status(topo.status().code(), absl::StrCat("--topology ", host->options_.topology_file,
                                                              ": ", topo.status().message()));
     }
-    host->topology_ = std::make_unique<analysis::Topology>(std::move(*topo));
+    host->file_topology_ = std::make_shared<const analysis::Topology>(std::move(*topo));
   }
   if (host->options_.skip_quiet_steps) {
     // A tenth of the shortest time after which a detector takes a port for gone, at most 10 s.
@@ -82,10 +83,11 @@ absl::StatusOr<std::unique_ptr<AnalysisHost>> AnalysisHost::Start(AnalysisHostOp
     host->quiet_heartbeat_ns_ = std::max<int64_t>(
         0, absl::ToInt64Nanoseconds(std::min(stale / 10, absl::Seconds(10))));
   }
-  host->analysis_ = std::make_unique<analysis::FabricAnalysis>(
-      host->options_.analysis, host->store_.get(), host->topology_.get());
   {
     absl::MutexLock lock(&host->mu_);
+    host->merged_ = host->file_topology_;  // until the fabric tells more
+    host->analysis_ = std::make_unique<analysis::FabricAnalysis>(
+        host->options_.analysis, host->store_.get(), host->merged_.get());
     if (absl::Status s = host->analysis_->Start(host->options_.now()); !s.ok()) return s;
   }
   AnalysisHost* raw = host.get();
@@ -273,28 +275,160 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
     if (dev == r.labels().end() || port == r.labels().end()) continue;
     analysis_->MapNetdev(node, r.device(), dev->second, port->second);
   }
-  if (topology_ != nullptr) return;  // a --topology file wins (docs/scale.md, docs/lldp.md)
   discovered_.OnInfo(node, defs);
   if (const uint64_t n = discovered_.updates(); n != discovered_seen_) {
     discovered_seen_ = n;
-    discovered_topology_ = discovered_.current();  // kept alive here while the detectors use it
-    analysis_->SetTopology(discovered_topology_.get());
+    discovered_topology_ = discovered_.current();
     options_.log(absl::StrCat("topology: from the InfiniBand subnet discovery of ",
-                              discovered_.reporter(), " (update ", n, ")"));
+                              discovered_.reporter(), " (update ", n, ")",
+                              file_topology_ != nullptr ? ", merged with the --topology file" : ""));
+    Remerge(node);
     return;
   }
-  if (discovered_topology_ != nullptr) return;
-  if (std::string line = lldp_feed_.OnInfo(node, defs, analysis_.get()); !line.empty()) {
-    options_.log(line);
+  if (discovered_topology_ != nullptr || !defs.has_info()) return;
+  std::string line = lldp_feed_.OnInfo(node, defs, nullptr);
+  if (!line.empty() && file_topology_ == nullptr) options_.log(line);
+  // The port-by-port view changes only with a node that reports LLDP neighbours or did before.
+  const bool lldp_now = std::any_of(defs.info().begin(), defs.info().end(),
+                                    [](const v1::InfoRecord& r) { return r.source() == "lldp"; });
+  const bool lldp_before = lldp_nodes_.contains(node);
+  if (lldp_now) lldp_nodes_.insert(std::string(node));
+  if (!lldp_now) lldp_nodes_.erase(std::string(node));
+  if (!lldp_now && !lldp_before) return;
+  auto peers = std::make_shared<const std::vector<LldpPortPeer>>(lldp_feed_.lldp().Peers());
+  analysis::Topology ports = LldpPortTopology(*peers);
+  const bool had = lldp_ports_ != nullptr;
+  const bool has = !ports.attachments().empty();
+  if (lldp_peers_ == nullptr || *lldp_peers_ != *peers) lldp_peers_ = std::move(peers);
+  if (had == has && (!has || lldp_ports_->attachments() == ports.attachments())) return;
+  lldp_ports_ = has ? std::make_shared<const analysis::Topology>(std::move(ports)) : nullptr;
+  Remerge(node);
+}
+
+void AnalysisHost::Remerge(absl::string_view reporter) {
+  const bool ib = discovered_topology_ != nullptr;
+  std::shared_ptr<const analysis::Topology> discovery = ib ? discovered_topology_ : lldp_ports_;
+  const std::string source = ib ? "ib-discovery" : discovery != nullptr ? "lldp" : "";
+  // Changes of what the same source tells are events; a switch of source is not.
+  if (!source.empty() && source == last_discovery_source_ && last_discovery_ != nullptr) {
+    const absl::Time now = options_.now();
+    for (analysis::TopologyEvent& e : analysis::DiffTopologies(*last_discovery_, *discovery)) {
+      // LLDP comes node by node: a node's first report is its agent starting, not a new cable.
+      if (source == "lldp" && e.kind == analysis::TopologyEventKind::kNew &&
+          last_discovery_->HcasOf(e.host).empty()) {
+        continue;
+      }
+      e.time = now;
+      e.source = source;
+      e.reporter = std::string(reporter);
+      options_.log(absl::StrCat("topology change (", source, ", from ", reporter,
+                                "): ", analysis::DescribeTopologyEvent(e)));
+      topology_events_.Add(e);
+    }
+  } else if (!last_discovery_source_.empty() && source != last_discovery_source_) {
+    options_.log(absl::StrCat("topology: the discovery now comes from ",
+                              source.empty() ? "nowhere" : source, " (was ",
+                              last_discovery_source_, ")"));
   }
+  last_discovery_ = discovery;
+  last_discovery_source_ = source;
+
+  analysis::MergedTopology m = analysis::MergeTopologies(
+      file_topology_.get(), discovery.get(), {.discovery_complete = ib});
+  if (file_topology_ != nullptr && m.disagreements != disagreements_) {
+    // Each disagreement once, when it appears and when it goes; at most 20 lines a change.
+    std::vector<std::string> lines;
+    for (const analysis::TopologyDisagreement& d : m.disagreements) {
+      if (!std::binary_search(disagreements_.begin(), disagreements_.end(), d)) {
+        lines.push_back(absl::StrCat("topology: the --topology file disagrees with ", source,
+                                     ": ", analysis::DescribeDisagreement(d)));
+      }
+    }
+    for (const analysis::TopologyDisagreement& d : disagreements_) {
+      if (!std::binary_search(m.disagreements.begin(), m.disagreements.end(), d)) {
+        lines.push_back(absl::StrCat("topology: no longer disagrees: ",
+                                     analysis::DescribeDisagreement(d)));
+      }
+    }
+    constexpr size_t kMaxLines = 20;
+    for (size_t i = 0; i < lines.size() && i < kMaxLines; ++i) options_.log(lines[i]);
+    if (lines.size() > kMaxLines) {
+      options_.log(absl::StrCat("topology: ... and ", lines.size() - kMaxLines, " more changes"));
+    }
+    options_.log(absl::StrCat("topology: ", m.disagreements.size(),
+                              " disagreements of the --topology file with ", source));
+  }
+  disagreements_ = std::move(m.disagreements);
+  std::shared_ptr<const analysis::Topology> next;
+  if (file_topology_ != nullptr || discovery != nullptr) {
+    next = std::make_shared<const analysis::Topology>(std::move(m.topology));
+  }
+  analysis_->SetTopology(next.get());
+  merged_ = std::move(next);  // the previous one is freed only now, after the hand-over
 }
 
 std::string AnalysisHost::topology_source() const {
   absl::MutexLock lock(&mu_);
-  if (topology_ != nullptr) return "file";
+  if (file_topology_ != nullptr) return "file";
   if (discovered_topology_ != nullptr) return "ib-discovery";
-  if (lldp_feed_.current() != nullptr) return "lldp";
+  if (lldp_ports_ != nullptr) return "lldp";
   return "none";
+}
+
+TopologyState AnalysisHost::topology_state() const {
+  TopologyState s;
+  s.source = topology_source();
+  absl::MutexLock lock(&mu_);
+  s.topology = merged_;
+  s.discovery = last_discovery_source_;
+  s.disagreements = disagreements_;
+  s.lldp_peers = lldp_peers_;
+  s.events = topology_events_.total();
+  return s;
+}
+
+std::vector<analysis::TopologyEvent> AnalysisHost::topology_events(size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  return topology_events_.Recent(limit);
+}
+
+std::optional<analysis::LeafPort> PeerOfLink(const TopologyState& state, absl::string_view node,
+                                             absl::string_view source, absl::string_view device,
+                                             absl::string_view port) {
+  if (source == "nvlink") return std::nullopt;
+  if (source == "netdev" && state.lldp_peers != nullptr) {
+    for (const LldpPortPeer& p : *state.lldp_peers) {
+      if (p.node != node || p.netdev != device) continue;
+      analysis::LeafPort l;
+      l.id = p.switch_id.empty() ? p.switch_name : p.switch_id;
+      l.name = p.switch_name;
+      l.port_name = p.switch_port;
+      return l;
+    }
+  }
+  if (state.topology == nullptr) return std::nullopt;
+  const std::vector<const analysis::HcaAttachment*> hcas = state.topology->HcasOf(node);
+  if (source != "netdev") {
+    int p = 0;
+    const bool numbered = !port.empty() && absl::SimpleAtoi(port, &p);
+    for (const analysis::HcaAttachment* h : hcas) {
+      if (h->device != device) continue;
+      if (numbered && h->ca_port != 0 && h->ca_port != p) continue;
+      return h->leaf;
+    }
+  }
+  // A host known only as a whole: its leaf, when it has one.
+  std::optional<analysis::LeafPort> leaf;
+  for (const analysis::HcaAttachment* h : hcas) {
+    if (!h->any_device || !h->device.empty()) continue;  // LLDP's entries name their port
+    if (leaf && !analysis::SameSwitch(*leaf, h->leaf)) return std::nullopt;  // several leaves
+    if (!leaf) {
+      leaf = h->leaf;
+      leaf->port = 0;
+      leaf->port_name.clear();
+    }
+  }
+  return leaf;
 }
 
 void AnalysisHost::ReplaceRemote(const std::string& shard,

@@ -20,17 +20,21 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "analysis/fabric_analysis.h"
 #include "analysis/incident_store.h"
 #include "analysis/topology.h"
+#include "analysis/topology_events.h"
+#include "analysis/topology_merge.h"
 #include "daemon/aggregator/discovered_fabric.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/lldp_topology.h"
@@ -52,6 +56,24 @@ struct AnalysisHostOptions {
   std::vector<analysis::Incident> adopt;
 };
 
+// The topology the detectors use now (issue #16: the --topology file merged with the IB subnet
+// discovery, else LLDP; analysis/topology_merge.h) and how it was made.
+struct TopologyState {
+  std::shared_ptr<const analysis::Topology> topology;  // null: none
+  std::string source = "none";  // "file", "ib-discovery", "lldp" or "none" (topology_source())
+  std::string discovery;        // what the fabric tells: "ib-discovery", "lldp" or ""
+  std::vector<analysis::TopologyDisagreement> disagreements;  // of the file with the discovery
+  std::shared_ptr<const std::vector<LldpPortPeer>> lldp_peers;  // every netdev's LLDP neighbour
+  uint64_t events = 0;  // topology events ever recorded
+};
+
+// The switch end of a link the topology knows (LinkView's source, device, port), if any: an
+// InfiniBand/RoCE port by device and port, a netdev by its LLDP neighbour, else the host's leaf
+// when the topology knows the host only as a whole (a `node switch` line).
+std::optional<analysis::LeafPort> PeerOfLink(const TopologyState& state, absl::string_view node,
+                                             absl::string_view source, absl::string_view device,
+                                             absl::string_view port);
+
 class AnalysisHost final : public IngestObserver {
  public:
   static absl::StatusOr<std::unique_ptr<AnalysisHost>> Start(AnalysisHostOptions options);
@@ -63,12 +85,18 @@ class AnalysisHost final : public IngestObserver {
                      absl::Time received, const v1::CollectiveBatch& batch) override;
   void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
                     absl::Time received, const v1::LinkEvents& events) override;
-  // The RoCE netdev ↔ RDMA port map from the agents' info records; and, without a --topology
-  // file, the topology the fabric tells: the agents' InfiniBand subnet discovery (ib_node /
-  // ib_link records) when there is one, else their LLDP neighbours (lldp records).
+  // The RoCE netdev ↔ RDMA port map from the agents' info records; and the topology the fabric
+  // tells: the agents' InfiniBand subnet discovery (ib_node / ib_link records) when there is one,
+  // else their LLDP neighbours (lldp records), merged with the --topology file (Remerge).
   void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override;
   // Where the detectors' topology comes from now: "file", "ib-discovery", "lldp" or "none".
+  // With a file, the discovery still fills in the hosts the file does not name and is compared
+  // with it (TopologyState::disagreements; a log line when they change). A discovered port that
+  // changes (moved, port_changed, gone, new) is logged and kept as an event.
   std::string topology_source() const;
+  TopologyState topology_state() const;
+  // The latest `limit` topology events (0: every one kept, at most 1,000), oldest first.
+  std::vector<analysis::TopologyEvent> topology_events(size_t limit = 0) const;
   // Another shard's incidents (shard_watch.h, cross-shard attribution): a watch's snapshot, then
   // each change. The next flush correlates with them.
   void ReplaceRemote(const std::string& shard, const std::vector<analysis::Incident>& incidents);
@@ -114,8 +142,12 @@ class AnalysisHost final : public IngestObserver {
   void RunFlushThread() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   AnalysisHostOptions options_;
+  // Rebuilds the merged topology from the file and the current discovery, records the events
+  // and disagreements, and hands the result to the detectors.
+  void Remerge(absl::string_view reporter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::unique_ptr<analysis::IncidentStore> store_;
-  std::unique_ptr<analysis::Topology> topology_;
+  std::shared_ptr<const analysis::Topology> file_topology_;  // --topology; null: none
   mutable absl::Mutex mu_;
   std::unique_ptr<analysis::FabricAnalysis> analysis_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex listeners_mu_;
@@ -149,11 +181,22 @@ class AnalysisHost final : public IngestObserver {
   std::vector<std::vector<SlotHint>> hints_ ABSL_GUARDED_BY(mu_);  // by node number
   int64_t quiet_heartbeat_ns_ = 0;  // 0: every step is delivered
   absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
-  // The discovered topology (no --topology file): IB discovery wins over LLDP.
+  // The discovered topology: IB discovery wins over LLDP; merged with the file (Remerge).
   DiscoveredFabric discovered_{[](const std::string&) {}};  // main.cc's logs the changes
   uint64_t discovered_seen_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const analysis::Topology> discovered_topology_ ABSL_GUARDED_BY(mu_);
   LldpTopologyFeed lldp_feed_ ABSL_GUARDED_BY(mu_);
+  // LLDP port by port (device, port, switch port name): what is merged and diffed.
+  std::shared_ptr<const analysis::Topology> lldp_ports_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::vector<LldpPortPeer>> lldp_peers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> lldp_nodes_ ABSL_GUARDED_BY(mu_);  // that report a neighbour
+  // The detectors' topology (kept alive here while they use it), the discovery it was last
+  // diffed against, and what came of the merge.
+  std::shared_ptr<const analysis::Topology> merged_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const analysis::Topology> last_discovery_ ABSL_GUARDED_BY(mu_);
+  std::string last_discovery_source_ ABSL_GUARDED_BY(mu_);
+  std::vector<analysis::TopologyDisagreement> disagreements_ ABSL_GUARDED_BY(mu_);
+  analysis::TopologyEventLog topology_events_ ABSL_GUARDED_BY(mu_){1000};
 
   // Changes waiting for the listeners, oldest first. Lock order: mu_, then queue_mu_;
   // deliver_mu_ is taken before queue_mu_ and never with mu_ held.

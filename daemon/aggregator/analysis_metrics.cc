@@ -128,6 +128,21 @@ const std::vector<AnalysisMetricSpec>& AnalysisMetricCatalog() {
       {kDropped, MetricType::Gauge, "family",
        "Series left out of the latest scrape of the family by its --metrics-max-* bound (the "
        "worst are kept)."},
+      {"ringside_aggregator_topology_source", MetricType::Gauge, "source, discovery",
+       "1, labelled with what the detectors' topology comes from: source file, ib-discovery, "
+       "lldp or none (what wins); discovery ib-discovery, lldp or \"\" (what the fabric tells, "
+       "merged with the file and compared with it)."},
+      {"ringside_aggregator_topology_links", MetricType::Gauge, "leaf",
+       "Host ports cabled to each leaf switch (by its name) in the topology the detectors use."},
+      {"ringside_aggregator_topology_ports_without_peer", MetricType::Gauge, "",
+       "Links (InfiniBand ports and netdevs the link detector knows) whose switch end the "
+       "topology does not know."},
+      {"ringside_aggregator_topology_disagreements", MetricType::Gauge, "",
+       "Differences between the --topology file and the discovery (a host port on another "
+       "switch or switch port, a cable only one of them has); each is logged when it appears."},
+      {"ringside_aggregator_topology_events_total", MetricType::Counter, "",
+       "Topology events recorded (a discovered port moved, recabled, gone or new; `ringside "
+       "topology --events`)."},
       {"ringside_metrics_other_job_records_total", MetricType::Counter, "",
        "Collective records counted under job=\"_other\" in ringside_collective_duration_seconds "
        "because --metrics-max-jobs jobs were active."},
@@ -213,6 +228,11 @@ std::shared_ptr<const AnalysisMetrics::Views> AnalysisMetrics::CurrentViews() co
     v->ranks = a.Stragglers("");
   });
   v->lock_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  v->topology = host_->topology_state();
+  for (const analysis::LinkView& l : v->links) {
+    if (l.source != "infiniband" && l.source != "netdev") continue;
+    if (!PeerOfLink(v->topology, l.node, l.source, l.device, l.port)) ++v->ports_without_peer;
+  }
   absl::MutexLock lock(&views_mu_);
   views_ = v;
   return v;
@@ -327,6 +347,26 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
     out.Add("ringside_analysis_links", {}, static_cast<double>(v->links.size()));
     out.Add("ringside_analysis_ranks", {}, static_cast<double>(ranks.size()));
     out.Add("ringside_metrics_snapshot_lock_seconds", {}, v->lock_seconds);
+
+    const TopologyState& t = v->topology;
+    out.Add("ringside_aggregator_topology_source",
+            {{"source", t.source}, {"discovery", t.discovery}}, 1);
+    if (t.topology != nullptr) {
+      std::map<std::string, size_t> per_leaf;
+      for (const analysis::HcaAttachment& h : t.topology->attachments()) {
+        if (h.leaf.id.empty()) continue;
+        const std::string name = t.topology->LeafName(h.leaf.id);
+        ++per_leaf[name.empty() ? h.leaf.id : name];
+      }
+      for (const auto& [leaf, n] : per_leaf) {
+        out.Add("ringside_aggregator_topology_links", {{"leaf", leaf}}, static_cast<double>(n));
+      }
+    }
+    out.Add("ringside_aggregator_topology_ports_without_peer", {},
+            static_cast<double>(v->ports_without_peer));
+    out.Add("ringside_aggregator_topology_disagreements", {},
+            static_cast<double>(t.disagreements.size()));
+    out.Add("ringside_aggregator_topology_events_total", {}, static_cast<double>(t.events));
   }
 
   // --- From ingest (with or without detectors) ---

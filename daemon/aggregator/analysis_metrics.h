@@ -88,6 +88,8 @@ class AnalysisMetrics final : public IngestObserver, public prometheus::Collecta
     std::vector<OpenIncident> incidents;
     std::vector<analysis::LinkView> links;
     std::vector<analysis::RankView> ranks;
+    TopologyState topology;
+    size_t ports_without_peer = 0;  // InfiniBand ports and netdevs
   };
   // Incident changes seen by the listener, by kind and type (shared with it: the host may call it
   // after this object is gone).

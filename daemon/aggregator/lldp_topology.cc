@@ -4,6 +4,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringside::daemon {
@@ -80,6 +81,26 @@ std::string LldpNodeSwitchLines(const std::vector<LldpPortPeer>& peers) {
   std::string out;
   for (const auto& [node, leaf] : lines) absl::StrAppend(&out, node, " ", leaf, "\n");
   return out;
+}
+
+analysis::Topology LldpPortTopology(const std::vector<LldpPortPeer>& peers) {
+  std::set<std::string> nodes;
+  for (const LldpPortPeer& p : peers) nodes.insert(p.node);
+  std::vector<analysis::HcaAttachment> out;
+  for (const LldpPortPeer& p : peers) {
+    if (p.rdma_device.empty() || nodes.count(p.switch_name) > 0) continue;
+    analysis::HcaAttachment& h = out.emplace_back();
+    h.host = p.node;
+    h.device = p.rdma_device;
+    h.description = p.node;
+    if (!absl::SimpleAtoi(p.rdma_port, &h.ca_port)) h.ca_port = 0;
+    h.leaf.id = Column(p.switch_name);
+    h.leaf.name = p.switch_name;
+    h.leaf.port_name = p.switch_port;
+    h.any_device = true;
+  }
+  return analysis::Topology::FromAttachments(analysis::Topology::Format::kNodeSwitchMap,
+                                             std::move(out));
 }
 
 bool LldpTopology::Relines() {

@@ -54,6 +54,11 @@ std::string LldpNodeSwitchLines(const std::vector<LldpPortPeer>& peers);
 // The leaves (switch names) and their hosts, from the same rule.
 std::map<std::string, std::vector<std::string>> LldpLeaves(const std::vector<LldpPortPeer>& peers);
 
+// The RoCE ports among `peers` (host-to-host cables excluded) as host-level attachments that
+// keep the detail: host, RDMA device and port, the switch (id and name: its name) and the switch
+// port's name. Format kNodeSwitchMap; no attachments when there are none.
+analysis::Topology LldpPortTopology(const std::vector<LldpPortPeer>& peers);
+
 // Keeps each node's latest complete info set and derives the topology from all of them.
 class LldpTopology {
  public:
@@ -73,8 +78,9 @@ class LldpTopology {
   std::string lines_;
 };
 
-// AnalysisHost holds one and feeds it from OnInfo, under its mutex, when no --topology file was
-// given and no InfiniBand subnet discovery arrived (docs/lldp.md).
+// AnalysisHost holds one and feeds it from OnInfo, under its mutex, while no InfiniBand subnet
+// discovery arrived (docs/lldp.md); it hands the detectors LldpPortTopology merged with the
+// --topology file, not this feed's topology (it passes a null `analysis`).
 class LldpTopologyFeed {
  public:
   // Applies the node's info set. When a node's leaves changed, builds the new Topology, hands it

@@ -1,5 +1,6 @@
 #include "daemon/aggregator/query_convert.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -142,6 +143,44 @@ void ToProto(const analysis::RankView& in, v1::RankScore* out) {
   out->set_margin(in.margin);
   out->set_wait_fraction(in.wait_fraction);
   out->set_instances(in.instances);
+}
+
+void ToProto(const analysis::LeafPort& in, v1::SwitchEnd* out) {
+  out->set_id(in.id);
+  out->set_name(in.name);
+  out->set_port(static_cast<uint32_t>(std::max(in.port, 0)));
+  out->set_port_name(in.port_name);
+}
+
+void ToProto(const analysis::HcaAttachment& in, v1::TopologyPort* out) {
+  out->set_host(in.host);
+  out->set_device(in.device);
+  out->set_description(in.description);
+  out->set_ca_guid(in.ca_guid);
+  out->set_ca_port(static_cast<uint32_t>(std::max(in.ca_port, 0)));
+  ToProto(in.leaf, out->mutable_peer());
+  out->set_host_level(in.any_device);
+}
+
+void ToProto(const analysis::TopologyDisagreement& in, v1::TopologyDisagreement* out) {
+  out->set_kind(std::string(analysis::DisagreementKindName(in.kind)));
+  out->set_host(in.host);
+  out->set_device(in.device);
+  out->set_ca_port(static_cast<uint32_t>(std::max(in.ca_port, 0)));
+  if (!in.file.id.empty()) ToProto(in.file, out->mutable_file());
+  if (!in.discovered.id.empty()) ToProto(in.discovered, out->mutable_discovered());
+}
+
+void ToProto(const analysis::TopologyEvent& in, v1::TopologyEvent* out) {
+  out->set_time_unix_nanos(ToUnixNanosOrZero(in.time));
+  out->set_kind(std::string(analysis::TopologyEventKindName(in.kind)));
+  out->set_source(in.source);
+  out->set_reporter(in.reporter);
+  out->set_host(in.host);
+  out->set_device(in.device);
+  out->set_ca_port(static_cast<uint32_t>(std::max(in.ca_port, 0)));
+  if (!in.before.id.empty()) ToProto(in.before, out->mutable_before());
+  if (!in.after.id.empty()) ToProto(in.after, out->mutable_after());
 }
 
 }  // namespace ringside::daemon

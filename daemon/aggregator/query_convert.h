@@ -9,6 +9,9 @@
 #include "absl/time/time.h"
 #include "analysis/fabric_views.h"
 #include "analysis/incidents.h"
+#include "analysis/topology.h"
+#include "analysis/topology_events.h"
+#include "analysis/topology_merge.h"
 #include "ringside/v1/query.pb.h"
 
 namespace ringside::daemon {
@@ -28,6 +31,12 @@ v1::IncidentChange ToProto(const analysis::IncidentChange& change, bool initial)
 void ToProto(const analysis::LinkView& in, v1::LinkStatus* out);
 // Without `flagged` and `incident_id` (the caller matches them to open incidents).
 void ToProto(const analysis::RankView& in, v1::RankScore* out);
+
+// Topology (GetTopology).
+void ToProto(const analysis::LeafPort& in, v1::SwitchEnd* out);
+void ToProto(const analysis::HcaAttachment& in, v1::TopologyPort* out);
+void ToProto(const analysis::TopologyDisagreement& in, v1::TopologyDisagreement* out);
+void ToProto(const analysis::TopologyEvent& in, v1::TopologyEvent* out);
 
 }  // namespace ringside::daemon
 

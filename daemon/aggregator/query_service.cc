@@ -117,11 +117,16 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
   std::vector<analysis::Incident> open = OpenIncidents(host_);
   std::sort(open.begin(), open.end(),
             [](const analysis::Incident& a, const analysis::Incident& b) { return a.id < b.id; });
+  const TopologyState topology = host_ != nullptr ? host_->topology_state() : TopologyState{};
   std::vector<v1::LinkStatus> out;
   out.reserve(views.size());
   for (const analysis::LinkView& v : views) {
     v1::LinkStatus s;
     ToProto(v, &s);
+    if (auto peer = PeerOfLink(topology, v.node, v.source, v.device, v.port)) {
+      s.set_peer_switch(peer->name.empty() ? peer->id : peer->name);
+      s.set_peer_switch_port(peer->port != 0 ? absl::StrCat(peer->port) : peer->port_name);
+    }
     for (const analysis::Incident& inc : open) {
       if (!IncidentIsAboutLink(inc, v)) continue;
       s.add_open_incident_ids(inc.id);
@@ -281,6 +286,72 @@ grpc::ServerUnaryReactor* QueryService::GetStatus(grpc::CallbackServerContext* c
   for (const std::string& j : jobs) response->add_jobs(j);
   response->set_aggregator_version(options_.aggregator_version);
   response->set_now_unix_nanos(ToUnixNanosOrZero(now));
+  return Done(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* QueryService::GetTopology(grpc::CallbackServerContext* context,
+                                                    const v1::GetTopologyRequest* request,
+                                                    v1::TopologyView* response) {
+  if (host_ == nullptr) {
+    response->set_source("none");
+    return Done(context, grpc::Status::OK);
+  }
+  const TopologyState state = host_->topology_state();
+  const std::string& node = request->node();
+  // A host matches by its full name or its short name (up to the first '.'), as the topology does.
+  const auto matches = [&node](const std::string& host) {
+    if (node.empty() || host == node) return true;
+    return !host.empty() && host.substr(0, host.find('.')) == node.substr(0, node.find('.'));
+  };
+  response->set_source(state.source);
+  response->set_discovery(state.discovery);
+  response->set_events_total(state.events);
+  if (state.topology != nullptr) {
+    response->set_format(state.topology->format() == analysis::Topology::Format::kNodeSwitchMap
+                             ? "node_switch_map"
+                             : "ibnetdiscover");
+  }
+  if (!request->events_only()) {
+    if (state.topology != nullptr) {
+      std::vector<const analysis::HcaAttachment*> ports;
+      std::map<std::string, std::pair<std::set<std::string>, uint32_t>> per_switch;
+      for (const analysis::HcaAttachment& h : state.topology->attachments()) {
+        if (!matches(h.host)) continue;
+        ports.push_back(&h);
+        auto& [hosts, n] = per_switch[h.leaf.id];
+        if (!h.host.empty()) hosts.insert(h.host);
+        ++n;
+      }
+      std::sort(ports.begin(), ports.end(),
+                [](const analysis::HcaAttachment* a, const analysis::HcaAttachment* b) {
+                  return std::tie(a->host, a->device, a->ca_port, a->ca_guid, a->leaf.id) <
+                         std::tie(b->host, b->device, b->ca_port, b->ca_guid, b->leaf.id);
+                });
+      for (const analysis::HcaAttachment* h : ports) ToProto(*h, response->add_ports());
+      for (const auto& [id, name] : state.topology->switch_names()) {
+        auto it = per_switch.find(id);
+        if (!node.empty() && it == per_switch.end()) continue;
+        v1::TopologySwitch* sw = response->add_switches();
+        sw->set_id(id);
+        sw->set_name(name);
+        if (it != per_switch.end()) {
+          sw->set_hosts(static_cast<uint32_t>(it->second.first.size()));
+          sw->set_ports(it->second.second);
+        }
+      }
+    }
+    for (const analysis::TopologyDisagreement& d : state.disagreements) {
+      if (matches(d.host)) ToProto(d, response->add_disagreements());
+    }
+  }
+  for (const analysis::TopologyEvent& e : host_->topology_events(0)) {
+    if (matches(e.host)) ToProto(e, response->add_events());
+  }
+  if (request->max_events() > 0 &&
+      response->events_size() > static_cast<int>(request->max_events())) {
+    response->mutable_events()->DeleteSubrange(
+        0, response->events_size() - static_cast<int>(request->max_events()));
+  }
   return Done(context, grpc::Status::OK);
 }
 

@@ -60,6 +60,9 @@ class QueryService final : public v1::Query::CallbackService {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
                                       v1::ClusterStatus* response) override;
+  grpc::ServerUnaryReactor* GetTopology(grpc::CallbackServerContext* context,
+                                        const v1::GetTopologyRequest* request,
+                                        v1::TopologyView* response) override;
 
  private:
   // Every link with its open incidents (`node` empty: every node), in node, source, device, port

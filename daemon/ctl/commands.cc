@@ -14,6 +14,9 @@ const std::vector<Command>& Commands() {
       {"watch", "Print open incidents, then every change as it happens, until Ctrl-C", &RunWatch},
       {"links", "List links and their health (--unhealthy, --flapping, --node)", &RunLinks},
       {"node", "Show one node: freshness, open incidents, links, counter rates", &RunNode},
+      {"topology",
+       "The fabric's topology: host ports and their switch ports, disagreements, --events",
+       &RunTopology},
       {"stragglers", "Ranks that arrive last at their collectives, culprit first", &RunStragglers},
       {"import-trace",
        "Import a trace (straggler-analysis CSV, PyTorch Flight Recorder JSON) as collective "

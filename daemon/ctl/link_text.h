@@ -9,8 +9,8 @@
 
 namespace ringside::daemon::ctl {
 
-// NODE (when with_node), SOURCE, DEVICE, PORT, STATE, FLAPS, HEALTH, LAST CHANGE, LAST SEEN,
-// INCIDENTS ("#12 link_flapping").
+// NODE (when with_node), SOURCE, DEVICE, PORT, STATE, FLAPS, HEALTH, PEER (the switch end:
+// "leaf-01 port 7", "-" when unknown), LAST CHANGE, LAST SEEN, INCIDENTS ("#12 link_flapping").
 Table LinksTable(const google::protobuf::RepeatedPtrField<v1::LinkStatus>& links, absl::Time now,
                  bool with_node);
 

@@ -195,6 +195,11 @@ absl::StatusOr<v1::ClusterStatus> QueryClient::GetStatus() {
       *this, [&](auto* ctx, auto* resp) { return stub_->GetStatus(ctx, req, resp); });
 }
 
+absl::StatusOr<v1::TopologyView> QueryClient::GetTopology(const v1::GetTopologyRequest& req) {
+  return Unary<v1::TopologyView>(
+      *this, [&](auto* ctx, auto* resp) { return stub_->GetTopology(ctx, req, resp); });
+}
+
 int FailCommand(CommandContext& ctx, const std::string& name, const std::string& message) {
   ctx.err << "ringside " << name << ": " << message << "\n";
   return kExitError;

@@ -58,6 +58,7 @@ class QueryClient {
   absl::StatusOr<v1::NodeStatus> GetNode(const std::string& node);
   absl::StatusOr<v1::TopStragglersResponse> TopStragglers(const v1::TopStragglersRequest& req);
   absl::StatusOr<v1::ClusterStatus> GetStatus();
+  absl::StatusOr<v1::TopologyView> GetTopology(const v1::GetTopologyRequest& req);
 
   v1::Query::Stub& stub() { return *stub_; }
   const ConnectionOptions& options() const { return options_; }

@@ -90,7 +90,69 @@ json LinkJson(const v1::LinkStatus& l) {
        json(std::vector<uint64_t>(l.open_incident_ids().begin(), l.open_incident_ids().end()))},
       {"open_incident_kinds", json(std::vector<std::string>(l.open_incident_kinds().begin(),
                                                             l.open_incident_kinds().end()))},
-      {"healthy", l.healthy()}};
+      {"healthy", l.healthy()},
+      {"peer_switch", l.peer_switch().empty() ? json(nullptr) : json(l.peer_switch())},
+      {"peer_switch_port",
+       l.peer_switch_port().empty() ? json(nullptr) : json(l.peer_switch_port())}};
+}
+
+namespace {
+
+json SwitchEndJson(bool has, const v1::SwitchEnd& e) {
+  if (!has) return json(nullptr);
+  return json{{"id", e.id()},
+              {"name", e.name()},
+              {"port", e.port() == 0 ? json(nullptr) : json(e.port())},
+              {"port_name", e.port_name().empty() ? json(nullptr) : json(e.port_name())}};
+}
+
+}  // namespace
+
+json TopologyJson(const v1::TopologyView& t) {
+  json ports = json::array();
+  for (const v1::TopologyPort& p : t.ports()) {
+    ports.push_back(json{{"host", p.host()},
+                         {"device", p.device()},
+                         {"description", p.description()},
+                         {"ca_guid", p.ca_guid().empty() ? json(nullptr) : json(p.ca_guid())},
+                         {"ca_port", p.ca_port() == 0 ? json(nullptr) : json(p.ca_port())},
+                         {"peer", SwitchEndJson(p.has_peer(), p.peer())},
+                         {"host_level", p.host_level()}});
+  }
+  json switches = json::array();
+  for (const v1::TopologySwitch& s : t.switches()) {
+    switches.push_back(
+        json{{"id", s.id()}, {"name", s.name()}, {"hosts", s.hosts()}, {"ports", s.ports()}});
+  }
+  json disagreements = json::array();
+  for (const v1::TopologyDisagreement& d : t.disagreements()) {
+    disagreements.push_back(json{{"kind", d.kind()},
+                                 {"host", d.host()},
+                                 {"device", d.device()},
+                                 {"ca_port", d.ca_port() == 0 ? json(nullptr) : json(d.ca_port())},
+                                 {"file", SwitchEndJson(d.has_file(), d.file())},
+                                 {"discovered", SwitchEndJson(d.has_discovered(), d.discovered())}});
+  }
+  json events = json::array();
+  for (const v1::TopologyEvent& e : t.events()) {
+    events.push_back(json{{"time", TimeJson(e.time_unix_nanos())},
+                          {"kind", e.kind()},
+                          {"source", e.source()},
+                          {"reporter", e.reporter()},
+                          {"host", e.host()},
+                          {"device", e.device()},
+                          {"ca_port", e.ca_port() == 0 ? json(nullptr) : json(e.ca_port())},
+                          {"before", SwitchEndJson(e.has_before(), e.before())},
+                          {"after", SwitchEndJson(e.has_after(), e.after())}});
+  }
+  return json{{"source", t.source()},
+              {"discovery", t.discovery().empty() ? json(nullptr) : json(t.discovery())},
+              {"format", t.format().empty() ? json(nullptr) : json(t.format())},
+              {"ports", std::move(ports)},
+              {"switches", std::move(switches)},
+              {"disagreements", std::move(disagreements)},
+              {"events", std::move(events)},
+              {"events_total", t.events_total()}};
 }
 
 json NodeJson(const v1::NodeStatus& n) {

@@ -20,6 +20,7 @@ nlohmann::json NodeJson(const v1::NodeStatus& node);
 nlohmann::json RankScoreJson(const v1::RankScore& rank);
 nlohmann::json StatusJson(const v1::ClusterStatus& status);
 nlohmann::json ChangeJson(const v1::IncidentChange& change);
+nlohmann::json TopologyJson(const v1::TopologyView& topology);
 
 // Pretty-printed (2 spaces) with a final newline.
 void WriteJson(const nlohmann::json& value, std::ostream& out);

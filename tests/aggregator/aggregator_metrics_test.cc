@@ -1,6 +1,7 @@
 // The aggregator's metric catalog: valid, conventional names; every family Collect() emits is in
 // the catalog; docs/metrics.md "## Aggregator" lists the same families with the same types.
 #include "daemon/aggregator/aggregator_metrics.h"
+#include "daemon/aggregator/analysis_metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -64,6 +65,8 @@ TEST(AggregatorMetricsTest, DocsListEveryMetricWithItsType) {
     std::regex row("\\|\\s*`" + name + "`\\s*\\|\\s*" + type + "\\s*\\|");
     EXPECT_TRUE(std::regex_search(docs, row)) << name << " (" << type << ") is not in the docs";
   }
+  // The topology families are the analysis' (AnalysisMetricCatalog, analysis_metrics_test.cc).
+  for (const AnalysisMetricSpec& m : AnalysisMetricCatalog()) in_code.insert(std::string(m.name));
   std::regex any_name("`(ringside_aggregator_[a-z0-9_]+)`");
   for (auto it = std::sregex_iterator(docs.begin(), docs.end(), any_name);
        it != std::sregex_iterator(); ++it) {

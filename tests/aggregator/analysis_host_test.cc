@@ -512,5 +512,148 @@ TEST(AnalysisHostTopologyTest, LldpNeighboursGiveTheTopologyWhenNoFileIsGiven) {
   EXPECT_EQ((*with_file)->topology_source(), "file");
 }
 
+// issue #16 item 3: a --topology file merged with LLDP: the file wins for the hosts it names, LLDP
+// fills in the others, and where they differ it is a disagreement, logged and kept.
+TEST(AnalysisHostTopologyTest, AFileIsMergedWithLldpAndItsDisagreementsReported) {
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/topology.txt";
+  std::ofstream(file) << "node-a leaf-01\nnode-b leaf-09\n";
+  AnalysisHostOptions ho;
+  ho.flush_interval = absl::Hours(1);
+  ho.topology_file = file;
+  std::vector<std::string> logged;
+  ho.log = [&logged](const std::string& m) { logged.push_back(m); };
+  auto host = AnalysisHost::Start(ho);
+  ASSERT_TRUE(host.ok()) << host.status();
+  (*host)->OnInfo("node-a", LldpDefs("leaf-01", "Ethernet1"));  // agrees
+  (*host)->OnInfo("node-b", LldpDefs("leaf-02", "Ethernet2"));  // the file says leaf-09
+  (*host)->OnInfo("node-c", LldpDefs("leaf-02", "Ethernet3"));  // not in the file
+  EXPECT_EQ((*host)->topology_source(), "file");
+  TopologyState t = (*host)->topology_state();
+  EXPECT_EQ(t.discovery, "lldp");
+  ASSERT_NE(t.topology, nullptr);
+  EXPECT_EQ(t.topology->LeafOf("node-b", "mlx5_0", "1"), "leaf-09");  // the file wins
+  EXPECT_EQ(t.topology->LeafOf("node-c", "mlx5_0", "1"), "leaf-02");  // LLDP fills in
+  ASSERT_EQ(t.disagreements.size(), 1u);
+  EXPECT_EQ(analysis::DescribeDisagreement(t.disagreements[0]),
+            "node-b: other_switch: file leaf-09, discovered leaf-02 Ethernet2");
+  const std::string said =
+      "topology: the --topology file disagrees with lldp: node-b: other_switch: file leaf-09, "
+      "discovered leaf-02 Ethernet2";
+  EXPECT_EQ(std::count(logged.begin(), logged.end(), said), 1) << "logged once, on change";
+  // The peer of each port, as `ringside links` shows it.
+  auto peer = PeerOfLink(t, "node-c", "infiniband", "mlx5_0", "1");
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->name, "leaf-02");
+  EXPECT_EQ(peer->port_name, "Ethernet3");
+  peer = PeerOfLink(t, "node-c", "netdev", "eth2", "");
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->port_name, "Ethernet3");
+  peer = PeerOfLink(t, "node-b", "infiniband", "mlx5_0", "1");
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->name, "leaf-09");  // the file's leaf, no port known
+  EXPECT_FALSE(PeerOfLink(t, "node-z", "infiniband", "mlx5_0", "1").has_value());
+
+  // node-b recabled to where the file says: the disagreement goes, and that is logged too.
+  (*host)->OnInfo("node-b", LldpDefs("leaf-09", "Ethernet2"));
+  EXPECT_TRUE((*host)->topology_state().disagreements.empty());
+  EXPECT_NE(std::find_if(logged.begin(), logged.end(),
+                         [](const std::string& m) {
+                           return m.find("topology: no longer disagrees: node-b") == 0;
+                         }),
+            logged.end());
+}
+
+v1::SeriesDefs RoceLldpDefs(const std::string& leaf, const std::string& port) {
+  v1::SeriesDefs d;
+  d.set_has_info(true);
+  v1::InfoRecord* nd = d.add_info();
+  nd->set_source("netdev");
+  nd->set_device("eth0");
+  (*nd->mutable_labels())["rdma_device"] = "mlx5_3";
+  (*nd->mutable_labels())["rdma_port"] = "1";
+  v1::InfoRecord* l = d.add_info();
+  l->set_source("lldp");
+  l->set_device("eth0");
+  (*l->mutable_labels())["chassis_name"] = leaf;
+  (*l->mutable_labels())["port_id"] = port;
+  return d;
+}
+
+// issue #16 item 4: a port moved to another switch is an event (logged, kept, oldest first), and
+// an incident opened while the ports were on leaf-01 keeps the leaf it was judged with.
+TEST(AnalysisHostTopologyTest, RecablingIsAnEventAndAnOpenIncidentKeepsItsLeaf) {
+  Rig rig(true);
+  std::vector<analysis::IncidentChange> changes;
+  rig.host().AddListener([&changes](const std::vector<analysis::IncidentChange>& cs) {
+    changes.insert(changes.end(), cs.begin(), cs.end());
+  });
+  std::vector<v1::SeriesDef> defs;
+  for (const char* c : {"rx_prio3_pause_duration", "tx_prio3_pause_duration"}) {
+    v1::SeriesDef d;
+    d.set_id(static_cast<uint32_t>(defs.size()));
+    d.set_source("ethtool");
+    d.set_device("eth0");
+    d.set_counter(c);
+    d.set_priority(3);
+    d.set_kind(v1::SERIES_KIND_COUNTER);
+    d.set_width(64);
+    d.set_unit("count");
+    defs.push_back(d);
+  }
+  const std::vector<std::string> nodes = {"node-a", "node-c"};
+  for (const std::string& n : nodes) {
+    rig.Connect(n, defs);
+    rig.host().OnInfo(n, RoceLldpDefs("leaf-01", n == "node-a" ? "Ethernet1" : "Ethernet3"));
+  }
+  EXPECT_EQ(rig.host().topology_source(), "lldp");
+  // Both paused 90 % of the time by a sender nobody reports: a storm on their leaf.
+  std::map<std::string, uint64_t> rx;
+  auto second = [&](int sec) {
+    rig.SetNow(kT0 + absl::Seconds(sec));
+    for (const std::string& n : nodes) {
+      rx[n] += 900'000;
+      rig.Send(n, static_cast<uint64_t>(sec + 1), {rx[n], 0});
+    }
+    rig.Flush();
+  };
+  for (int sec = 0; sec < 8; ++sec) second(sec);
+  std::vector<analysis::Incident> open = rig.host().OpenIncidents();
+  ASSERT_EQ(open.size(), 1u);
+  const analysis::Incident storm = open[0];
+  ASSERT_EQ(storm.kind, analysis::IncidentKind::kPauseStorm);
+  ASSERT_EQ(storm.entity.count("leaf"), 1u);
+  EXPECT_EQ(storm.entity.at("leaf"), "leaf-01");
+
+  // Recabled: node-a and node-c now answer from leaf-02 (node-c on another port number too).
+  rig.host().OnInfo("node-a", RoceLldpDefs("leaf-02", "Ethernet1"));
+  rig.host().OnInfo("node-c", RoceLldpDefs("leaf-02", "Ethernet7"));
+  std::vector<analysis::TopologyEvent> events = rig.host().topology_events();
+  std::string all;
+  for (const analysis::TopologyEvent& e : events) absl::StrAppend(&all, DescribeTopologyEvent(e), "\n");
+  ASSERT_EQ(events.size(), 2u) << all;
+  EXPECT_EQ(analysis::DescribeTopologyEvent(events[0]),
+            "node-a mlx5_3/1 moved: leaf-01 Ethernet1 → leaf-02 Ethernet1");
+  EXPECT_EQ(analysis::DescribeTopologyEvent(events[1]),
+            "node-c mlx5_3/1 moved: leaf-01 Ethernet3 → leaf-02 Ethernet7");
+  EXPECT_EQ(events[0].source, "lldp");
+  EXPECT_EQ(events[0].reporter, "node-a");
+  EXPECT_EQ(events[1].reporter, "node-c");
+  EXPECT_EQ(rig.host().topology_state().events, 2u);
+  // The same report again changes nothing.
+  rig.host().OnInfo("node-c", RoceLldpDefs("leaf-02", "Ethernet7"));
+  EXPECT_EQ(rig.host().topology_events().size(), 2u);
+
+  for (int sec = 8; sec < 12; ++sec) second(sec);
+  // The incident judged on leaf-01 still says leaf-01, in every change made to it.
+  for (const analysis::IncidentChange& c : changes) {
+    if (c.incident.id != storm.id) continue;
+    EXPECT_EQ(c.incident.entity, storm.entity) << analysis::IncidentChangeTypeName(c.type);
+  }
+  for (const analysis::Incident& i : rig.host().OpenIncidents()) {
+    if (i.id == storm.id) EXPECT_EQ(i.entity.at("leaf"), "leaf-01");
+  }
+}
+
 }  // namespace
 }  // namespace ringside::daemon

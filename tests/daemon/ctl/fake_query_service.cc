@@ -156,6 +156,11 @@ FakeQueryData CannedCluster(absl::Time now) {
       Link("node-b", "mlx5_0", "up", 0, now - absl::Hours(4), now - absl::Seconds(1),
            {{12, "pause_storm"}}),
   };
+  // The switch ends the topology knows: node-a mlx5_1 by its port number, node-b by LLDP's name.
+  d.links[1].set_peer_switch("leaf-01");
+  d.links[1].set_peer_switch_port("7");
+  d.links[2].set_peer_switch("leaf-02");
+  d.links[2].set_peer_switch_port("Ethernet12");
 
   v1::NodeStatus a_node;
   a_node.set_node("node-a");

@@ -51,7 +51,7 @@ TEST_F(QueryCliTest, HelpOfEveryCommand) {
   RunResult top = testing::Run({Ringside(), "--help"});
   EXPECT_EQ(top.exit_code, 0);
   for (const char* c :
-       {"status", "incidents", "incident ", "watch", "links", "node", "stragglers"}) {
+       {"status", "incidents", "incident ", "watch", "links", "node", "stragglers", "topology"}) {
     EXPECT_TRUE(absl::StrContains(top.out, absl::StrCat("  ", c))) << c << "\n" << top.out;
   }
   const std::map<std::string, std::vector<std::string>> needles = {
@@ -64,6 +64,9 @@ TEST_F(QueryCliTest, HelpOfEveryCommand) {
       {"stragglers", {"--job=JOB", "--limit=N", "1 a listed rank is flagged"}},
       {"watch", {"--kind=KIND", "Ctrl-C", "JSON Lines", "reconnects"}},
       {"status", {"an open critical incident or a stale node"}},
+      {"topology",
+       {"--node=NODE", "--events", "--max-events=N", "--format=FORMAT", "ibnetdiscover",
+        "1 the file disagrees with the discovery"}},
   };
   for (const auto& [cmd, list] : needles) {
     RunResult r = testing::Run({Ringside(), cmd, "--help"});
@@ -241,10 +244,15 @@ TEST_F(QueryCliTest, Links) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u) << r.out;
-  EXPECT_TRUE(absl::StartsWith(lines[0], "NODE    SOURCE      DEVICE  PORT  STATE  FLAPS  HEALTH"))
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], "NODE    SOURCE      DEVICE  PORT  STATE  FLAPS  HEALTH     PEER                "))
       << r.out;
-  EXPECT_TRUE(absl::StrContains(lines[2], "mlx5_1  1     down       3  UNHEALTHY  40s ago"))
+  // The switch end of each port, "-" when the topology does not know it.
+  EXPECT_TRUE(absl::StrContains(lines[1], "up         0  ok         -                   5h0m ago"))
       << r.out;
+  EXPECT_TRUE(absl::StrContains(lines[2], "mlx5_1  1     down       3  UNHEALTHY  leaf-01 port 7      40s ago"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(lines[3], "leaf-02 Ethernet12")) << r.out;
   EXPECT_TRUE(absl::StrContains(lines[3], "#12 pause_storm")) << r.out;
 
   r = Cli({"links", "--unhealthy", "--node", "node-a"});
@@ -259,6 +267,8 @@ TEST_F(QueryCliTest, Links) {
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["flaps_in_window"], 3);
   EXPECT_EQ(j[0]["state"], "down");
+  EXPECT_EQ(j[0]["peer_switch"], "leaf-01");
+  EXPECT_EQ(j[0]["peer_switch_port"], "7");
 
   r = Cli({"links", "--unhealthy", "--node", "node-z"});
   EXPECT_EQ(r.exit_code, 0);
