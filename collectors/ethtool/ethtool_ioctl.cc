@@ -141,6 +141,10 @@ class RealEthtoolIoctl final : public EthtoolIoctl {
     info.sset_mask = uint64_t{1} << abi::kStringSetStats;
     if (absl::Status s = Call(ifname, &info, "GSSET_INFO"); !s.ok()) return s;
     if ((info.sset_mask & (uint64_t{1} << abi::kStringSetStats)) == 0) return 0u;
+    if (info.data[0] > abi::kMaxStats) {
+      return absl::DataLossError(absl::StrCat("SIOCETHTOOL GSSET_INFO ", ifname, ": ", info.data[0],
+                                              " stats claimed, more than ", abi::kMaxStats));
+    }
     return info.data[0];
   }
 

@@ -56,7 +56,8 @@ class EthtoolIoctl {
 
   // The names of the interface's driver statistics (string set ETH_SS_STATS), in the driver's
   // order. Empty when the driver has none (loopback, bridges). Errors: Unimplemented
-  // (EOPNOTSUPP), NotFound (no such interface), Unavailable (the set kept changing while read).
+  // (EOPNOTSUPP), NotFound (no such interface), Unavailable (the set kept changing while read),
+  // DataLoss (a count above ethtool_abi::kMaxStats).
   virtual absl::StatusOr<std::vector<std::string>> GetStringSet(const std::string& ifname) = 0;
 
   // The values of the interface's stats, if the driver still has `expected_count` of them.
@@ -91,6 +92,10 @@ inline constexpr uint32_t kGetStats = 0x1d;
 inline constexpr uint32_t kGetSsetInfo = 0x37;
 inline constexpr uint32_t kStringSetStats = 1;  // ETH_SS_STATS
 inline constexpr size_t kStringLen = 32;        // ETH_GSTRING_LEN
+// Far more stats than any driver has (mlx5 with hundreds of channels has tens of thousands): a
+// larger GSSET_INFO count is refused (DataLoss) rather than sizing and zeroing buffers for it
+// (2^32-1 names would be 128 GiB; this bound keeps them under 128 MiB).
+inline constexpr uint32_t kMaxStats = 1u << 22;
 
 // struct ethtool_sset_info: cmd @0, reserved @4, sset_mask @8, data[] (u32) @16.
 struct SsetInfo {

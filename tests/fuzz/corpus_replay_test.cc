@@ -122,6 +122,13 @@ TEST(FuzzCorpusTest, CollectiveStream) { Replay("collective_stream", CollectiveS
 TEST(FuzzCorpusTest, SysfsText) { Replay("sysfs_text", SysfsText, 10000); }
 TEST(FuzzCorpusTest, TopologyText) { Replay("topology_text", TopologyText, 10000); }
 TEST(FuzzCorpusTest, EthtoolText) { Replay("ethtool_text", EthtoolText, 10000); }
+TEST(FuzzCorpusTest, EthtoolIoctl) { Replay("ethtool_ioctl", EthtoolIoctl, 10000); }
+TEST(FuzzCorpusTest, NetlinkLink) { Replay("netlink_link", NetlinkLink, 10000); }
+TEST(FuzzCorpusTest, MadFields) { Replay("mad_fields", MadFields, 10000); }
+TEST(FuzzCorpusTest, JournalSegment) { Replay("journal_segment", JournalSegment, 10000); }
+TEST(FuzzCorpusTest, TraceImport) { Replay("trace_import", TraceImport, 10000); }
+TEST(FuzzCorpusTest, DetectionConfig) { Replay("detection_config", DetectionConfig, 10000); }
+TEST(FuzzCorpusTest, ScenarioYaml) { Replay("scenario_yaml", ScenarioYaml, 10000); }
 
 }  // namespace
 }  // namespace ringside::fuzz

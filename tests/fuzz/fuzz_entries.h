@@ -36,6 +36,50 @@ bool TopologyText(const uint8_t* data, size_t size);
 // malformed line and no "ERROR: <errno>" line.
 bool EthtoolText(const uint8_t* data, size_t size);
 
+// The SIOCETHTOOL string-set and stats protocol (collectors/ethtool/ethtool_ioctl.h) against a
+// fake kernel the input scripts: each ioctl the collector makes takes its answer from the next
+// input bytes (an errno or a reply: the set's size, its 32-byte name slots, its u64 values, the
+// pause flags; writing no more than the caller's buffer holds, and EFAULT past it as the guard
+// page would). The names then go through the name classifiers of ethtool_names.h. Accepted: a
+// non-empty string set was read and one GetStats answered with its values.
+bool EthtoolIoctl(const uint8_t* data, size_t size);
+
+// Netlink link messages (collectors/netlink/link_watcher.h): the input is a sequence of
+// datagrams, each [u8 op][u16 length LE][bytes]; every datagram goes through ParseLinkMessages,
+// and all of them, in order, to a NetlinkLinkWatcher adopted on one end of a socketpair (the
+// entry is the kernel), with op bit 0 = an overflow (ENOBUFS) before it and bit 1 = a Tick after
+// it. Accepted: at least one link message parsed and none malformed.
+bool NetlinkLink(const uint8_t* data, size_t size);
+
+// MAD field decoding (collectors/ibmad/mad_fields.h): [u8 reply kind][u16 PMA capability mask
+// LE][u8 use_extended] and the reply's attribute data (zero-padded to a MAD). Kinds: 0 NodeInfo,
+// 1 PortInfo, 2 PortCounters, 3 PortCountersExtended, 4 NodeDescription, 5 ClassPortInfo.
+// Accepted: the four header bytes are there and the reply is plausible (a known node type with
+// ports, known port states; counters and descriptions always).
+bool MadFields(const uint8_t* data, size_t size);
+
+// Journal recovery (daemon/aggregator/journal.h ReadJournal) of segment files holding arbitrary
+// bytes, through an in-memory JournalFileSystem: [u8 flags] then the segment; flag bit 0 = fix
+// every frame's CRC first (so mutations reach the record decoder), bit 1 = cut the rest into two
+// segments at its middle. Accepted: no segment ended in a torn or corrupt frame and every payload
+// parsed.
+bool JournalSegment(const uint8_t* data, size_t size);
+
+// The trace importers (analysis/import): [u8 flags] then the trace; flag bit 0 = straggler-
+// analysis CSV (else a Flight Recorder JSON dump), bit 1 = skip_malformed, bit 2 = include_p2p,
+// bit 3 = (Flight Recorder) two dumps, rank 0 and rank 1, split at the first 0x1e byte.
+// Accepted: the import returned OK.
+bool TraceImport(const uint8_t* data, size_t size);
+
+// Detection thresholds (analysis/detection_options.h): [u8 flags] then the text; flag bit 0 =
+// ParseDetectionAssignments ("name=value,..."), else ParseDetectionConfig (lines of
+// "name = value"; the aggregator's --detect-config file is not YAML). Accepted: parsed OK.
+bool DetectionConfig(const uint8_t* data, size_t size);
+
+// Simulator scenario YAML (sim/scenario.h ParseScenario), then FillDefaultExpectations.
+// Accepted: parsed OK.
+bool ScenarioYaml(const uint8_t* data, size_t size);
+
 }  // namespace ringside::fuzz
 
 #endif  // RINGSIDE_TESTS_FUZZ_FUZZ_ENTRIES_H_
