@@ -47,8 +47,8 @@ endif()
 set(_san_no_asan_cases)
 if(RINGSIDE_SANITIZE STREQUAL "address")
   list(APPEND _san_no_asan_cases
-  # Checks that the shipped plugin NEEDs only libc and the C++ runtime; instrumented, it also
-  # NEEDs libasan and libubsan.
+    # Checks that the shipped plugin NEEDs only libc and the C++ runtime; instrumented, it also
+    # NEEDs libasan and libubsan.
     NcclPluginLibraryTest.LinksOnlyTheCAndCxxRuntimes)
 endif()
 
