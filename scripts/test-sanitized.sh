@@ -29,10 +29,10 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
-# -O1 -g1: the sanitizers' usual optimisation level (stacks stay exact) and line tables only; it
-# compiles markedly faster than the normal build's -O2 -g on this machine.
+# -O0 -g1: line tables only, no optimisation: on this shared 2-core machine an instrumented
+# translation unit compiles in about 60% of the CPU time of -O1 (ingest_core.cc: 6.3 s vs 10.5 s).
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGSIDE_SANITIZE="$kind" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" \
   -DRINGSIDE_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
 start=$(date +%s)
 if [ "$kind" = thread ]; then
