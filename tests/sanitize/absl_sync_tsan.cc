@@ -50,7 +50,16 @@ constexpr unsigned kReadLock = 1u << 3;
 constexpr unsigned kTryLock = 1u << 4;
 constexpr unsigned kTryLockFailed = 1u << 5;
 
-bool Tsan() { return __tsan_mutex_pre_lock != nullptr; }
+// Some entry points call others through the PLT (AwaitWithTimeout calls AwaitWithDeadline, ...),
+// which lands in this shim again: only the outermost call of a thread is annotated.
+thread_local int depth = 0;
+
+bool Tsan() { return __tsan_mutex_pre_lock != nullptr && depth == 1; }
+
+struct Outer {
+  Outer() { ++depth; }
+  ~Outer() { --depth; }
+};
 
 void* Real(const char* name) {
   void* fn = dlsym(RTLD_NEXT, name);
@@ -73,12 +82,13 @@ void PreUnlock(void* mu, unsigned flags) {
 void PostUnlock(void* mu, unsigned flags) {
   if (Tsan()) __tsan_mutex_post_unlock(mu, flags);
 }
-// A wait that releases the mutex and holds it again on return (CondVar::Wait, Mutex::Await).
-void Released(void* mu, unsigned flags) {
-  PreUnlock(mu, flags);
-  PostUnlock(mu, flags);
-}
+// A wait that releases the mutex and holds it again on return (CondVar::Wait, Mutex::Await):
+// released before the real call, held again after it. TSan ignores the accesses between
+// pre_unlock and post_unlock, which covers the waiter's condition being evaluated inside the
+// library while the mutex is in fact held.
+void Released(void* mu, unsigned flags) { PreUnlock(mu, flags); }
 void Reacquired(void* mu, unsigned flags) {
+  PostUnlock(mu, flags);
   PreLock(mu, flags);
   PostLock(mu, flags);
 }
@@ -91,54 +101,64 @@ extern "C" {
 
 // --- absl::Mutex
 void _ZN4absl7debian35Mutex4LockEv(void* mu) {
+  Outer outer;
   PreLock(mu, 0);
   REAL(void (*)(void*), _ZN4absl7debian35Mutex4LockEv)(mu);
   PostLock(mu, 0);
 }
 void _ZN4absl7debian35Mutex10ReaderLockEv(void* mu) {
+  Outer outer;
   PreLock(mu, kReadLock);
   REAL(void (*)(void*), _ZN4absl7debian35Mutex10ReaderLockEv)(mu);
   PostLock(mu, kReadLock);
 }
 void _ZN4absl7debian35Mutex6UnlockEv(void* mu) {
+  Outer outer;
   PreUnlock(mu, 0);
   REAL(void (*)(void*), _ZN4absl7debian35Mutex6UnlockEv)(mu);
   PostUnlock(mu, 0);
 }
 void _ZN4absl7debian35Mutex12ReaderUnlockEv(void* mu) {
+  Outer outer;
   PreUnlock(mu, kReadLock);
   REAL(void (*)(void*), _ZN4absl7debian35Mutex12ReaderUnlockEv)(mu);
   PostUnlock(mu, kReadLock);
 }
 bool _ZN4absl7debian35Mutex7TryLockEv(void* mu) {
+  Outer outer;
   PreLock(mu, kTryLock);
   bool locked = REAL(bool (*)(void*), _ZN4absl7debian35Mutex7TryLockEv)(mu);
   PostLock(mu, locked ? kTryLock : kTryLock | kTryLockFailed);
   return locked;
 }
 bool _ZN4absl7debian35Mutex13ReaderTryLockEv(void* mu) {
+  Outer outer;
   PreLock(mu, kTryLock | kReadLock);
   bool locked = REAL(bool (*)(void*), _ZN4absl7debian35Mutex13ReaderTryLockEv)(mu);
   PostLock(mu, locked ? kTryLock | kReadLock : kTryLock | kReadLock | kTryLockFailed);
   return locked;
 }
 void _ZN4absl7debian35MutexD1Ev(void* mu) {
+  Outer outer;
   if (Tsan()) __tsan_mutex_destroy(mu, kNotStatic);
   REAL(void (*)(void*), _ZN4absl7debian35MutexD1Ev)(mu);
 }
 void _ZN4absl7debian35MutexD2Ev(void* mu) {
+  Outer outer;
   if (Tsan()) __tsan_mutex_destroy(mu, kNotStatic);
   REAL(void (*)(void*), _ZN4absl7debian35MutexD2Ev)(mu);
 }
 // Lock only once the condition holds: a plain lock as far as TSan is concerned (the condition is
 // evaluated inside the library, between pre and post, where TSan ignores accesses).
 void _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE(void* mu, const void* cond) {
+  Outer outer;
   PreLock(mu, 0);
   REAL(void (*)(void*, const void*), _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE)(mu, cond);
   PostLock(mu, 0);
 }
 bool _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE(
     void* mu, const void* cond, absl::Duration timeout) {
+  Outer outer;
   PreLock(mu, 0);
   bool ok = REAL(bool (*)(void*, const void*, absl::Duration),
                  _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE)(
@@ -148,6 +168,7 @@ bool _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE
 }
 bool _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE(
     void* mu, const void* cond, absl::Time deadline) {
+  Outer outer;
   PreLock(mu, 0);
   bool ok = REAL(bool (*)(void*, const void*, absl::Time),
                  _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE)(
@@ -156,6 +177,7 @@ bool _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE(
   return ok;
 }
 void _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE(void* mu, const void* cond) {
+  Outer outer;
   PreLock(mu, kReadLock);
   REAL(void (*)(void*, const void*), _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE)(
       mu, cond);
@@ -163,12 +185,14 @@ void _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE(void* mu, const vo
 }
 // Await: holds the mutex on entry and on return, releases it while waiting.
 void _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(void* mu, const void* cond) {
+  Outer outer;
   Released(mu, 0);
   REAL(void (*)(void*, const void*), _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE)(mu, cond);
   Reacquired(mu, 0);
 }
 bool _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(
     void* mu, const void* cond, absl::Duration timeout) {
+  Outer outer;
   Released(mu, 0);
   bool ok = REAL(bool (*)(void*, const void*, absl::Duration),
                  _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE)(
@@ -178,6 +202,7 @@ bool _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(
 }
 bool _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(
     void* mu, const void* cond, absl::Time deadline) {
+  Outer outer;
   Released(mu, 0);
   bool ok = REAL(bool (*)(void*, const void*, absl::Time),
                  _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE)(
@@ -188,12 +213,14 @@ bool _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(
 
 // --- absl::CondVar: releases the mutex while waiting, holds it again on return.
 void _ZN4absl7debian37CondVar4WaitEPNS0_5MutexE(void* cv, void* mu) {
+  Outer outer;
   Released(mu, 0);
   REAL(void (*)(void*, void*), _ZN4absl7debian37CondVar4WaitEPNS0_5MutexE)(cv, mu);
   Reacquired(mu, 0);
 }
 bool _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(
     void* cv, void* mu, absl::Duration timeout) {
+  Outer outer;
   Released(mu, 0);
   bool timed_out = REAL(bool (*)(void*, void*, absl::Duration),
                         _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE)(
@@ -203,6 +230,7 @@ bool _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(
 }
 bool _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(void* cv, void* mu,
                                                                        absl::Time deadline) {
+  Outer outer;
   Released(mu, 0);
   bool timed_out = REAL(bool (*)(void*, void*, absl::Time),
                         _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE)(
@@ -217,6 +245,7 @@ bool _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(void* cv,
 static_assert(sizeof(absl::Notification) == 2 * sizeof(absl::Mutex),
               "absl::Notification is no longer {Mutex mutex_; atomic<bool> notified_yet_;}");
 void _ZN4absl7debian312Notification6NotifyEv(void* n) {
+  Outer outer;
   if (Tsan()) {
     __tsan_release(n);
     __tsan_release(static_cast<char*>(n) + sizeof(absl::Mutex));
@@ -224,11 +253,13 @@ void _ZN4absl7debian312Notification6NotifyEv(void* n) {
   REAL(void (*)(void*), _ZN4absl7debian312Notification6NotifyEv)(n);
 }
 void _ZNK4absl7debian312Notification19WaitForNotificationEv(const void* n) {
+  Outer outer;
   REAL(void (*)(const void*), _ZNK4absl7debian312Notification19WaitForNotificationEv)(n);
   if (Tsan()) __tsan_acquire(const_cast<void*>(n));
 }
 bool _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE(
     const void* n, absl::Duration timeout) {
+  Outer outer;
   bool notified =
       REAL(bool (*)(const void*, absl::Duration),
            _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE)(n, timeout);
@@ -237,6 +268,7 @@ bool _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8Durati
 }
 bool _ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE(
     const void* n, absl::Time deadline) {
+  Outer outer;
   bool notified =
       REAL(bool (*)(const void*, absl::Time),
            _ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE)(n, deadline);
