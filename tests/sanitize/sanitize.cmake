@@ -76,7 +76,8 @@ function(_ringside_san_include dir)
       "  set_tests_properties(\"\${_t}\" PROPERTIES ENVIRONMENT [==[${_san_env}]==] LABELS \"${_labels}\")\n"
       "endforeach()\n")
     foreach(_case IN LISTS _san_no_asan_cases)
-      string(APPEND _body "if(\"${_case}\" IN_LIST ${_target}_TESTS)\n"
+      string(APPEND _body "list(FIND ${_target}_TESTS \"${_case}\" _i)\n"
+        "if(NOT _i EQUAL -1)\n"
         "  set_tests_properties(\"${_case}\" PROPERTIES LABELS \"${_labels};no_asan\")\n"
         "endif()\n")
     endforeach()
