@@ -4,7 +4,7 @@
 #
 # Builds ringside with a sanitizer in a build dir of its own and runs ctest there:
 #   address  ASan + UBSan (UBSan not recoverable), build-asan/, the whole suite except the tests
-#            labelled no_asan (tests/CMakeLists.txt says why next to each label).
+#            labelled no_sanitize (tests/sanitize/sanitize.cmake says why next to each).
 #   thread   TSan, build-tsan/, only the tests labelled tsan (the concurrent suites: uploader,
 #            collective listener, ingest service, analysis host, alerts dispatcher, plugin
 #            ring/sender, shard watch, incident watch).
@@ -17,8 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-}"
 case "$kind" in
-  address) dir_default=build-asan; select=(-LE no_asan) ;;
-  thread) dir_default=build-tsan; select=(-L tsan) ;;
+  address) dir_default=build-asan; select=(-LE no_sanitize) ;;
+  thread) dir_default=build-tsan; select=(-L tsan -LE no_sanitize) ;;
   *) echo "usage: $0 address|thread [ctest args...]" >&2; exit 2 ;;
 esac
 shift
