@@ -16,7 +16,7 @@ if(RINGSIDE_SANITIZE STREQUAL "address")
   # verify_asan_link_order=0: ibsim's libumad2sim.so is LD_PRELOADed into ringside-fabric-scan
   # (ibsim_*_test) ahead of libasan; ASan works there but refuses to start without this.
   set(_san_env
-    "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:verify_asan_link_order=0:strict_string_checks=1:detect_invalid_pointer_pairs=0"
+    "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:verify_asan_link_order=0:strict_string_checks=1:suppressions=${_san_dir}/asan.supp"
     "LSAN_OPTIONS=suppressions=${_san_dir}/lsan.supp:print_suppressions=0"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 elseif(RINGSIDE_SANITIZE STREQUAL "thread")
