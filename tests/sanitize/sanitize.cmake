@@ -59,6 +59,12 @@ set(_san_no_sanitize_cases
   # there (strace: the allocator's mmap, a pipe2 and write of the runtime), which then fail, and
   # the driver stops before "phase 1 done".
   NcclPluginTest.WithNoAgentAMillionCollectivesNeverBlockAndTheDropCountIsExact)
+if(RINGSIDE_SANITIZE STREQUAL "thread")
+  list(APPEND _san_no_sanitize_cases
+    # Forks the multi-threaded driver and the child starts threads (the plugin's sender): TSan
+    # refuses ("starting new threads after multi-threaded fork is not supported"). Runs under ASan.
+    NcclPluginTest.SurvivesFork)
+endif()
 
 # Tests registered with add_test (not GoogleTest): environment, and no_sanitize with the reasons.
 get_property(_san_plain_tests DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
