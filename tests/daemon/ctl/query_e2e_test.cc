@@ -139,9 +139,10 @@ TEST_F(QueryE2eTest, FlappingPortThroughEveryCommand) {
   // The stable key the alerts carry (the same on every replica), next to the local id.
   std::smatch key;
   ASSERT_TRUE(std::regex_search(r.out, key, std::regex("\nKey: +([0-9a-f]{16})\n"))) << r.out;
+  const std::string key_hex = key[1].str();  // key points into r.out, replaced below
   r = Cli({"incident", absl::StrCat(flapping), "-o", "json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["key"], key[1].str()) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["key"], key_hex) << r.out;
 
   r = Cli({"links", "--flapping"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
