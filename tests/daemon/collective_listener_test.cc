@@ -30,6 +30,7 @@
 #include "prometheus/text_serializer.h"
 #include "tests/testing/prom_text.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/unix_socket.h"
 
 namespace ringside::daemon {
 namespace {
@@ -64,28 +65,6 @@ std::string Records(uint64_t first, int n, const char* job = "job-1") {
   std::vector<rc::CollectiveRecordFields> v;
   for (int i = 0; i < n; ++i) v.push_back(Record(first + i, job));
   return Frame(v);
-}
-
-int Connect(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool Send(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // True when the agent closed the connection within `timeout` (EOF or reset on read).
@@ -196,7 +175,7 @@ TEST_F(CollectiveListenerTest, BadOptionsAndOccupiedPathsAreClearErrors) {
   o.socket_path = Path();
   auto second = CollectiveListener::Start(o, nullptr);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists) << second.status();
-  const int fd = Connect(Path());
+  const int fd = testing::ConnectUnix(Path());
   ASSERT_GE(fd, 0) << "the first listener still serves";
   ::close(fd);
 }
@@ -205,9 +184,9 @@ TEST_F(CollectiveListenerTest, PeerCredentialsGiveThePidAndTheNodeNameTheHost) {
   CollectiveListenerOptions o;
   o.node = "gpu-node-17";
   Start(o);
-  const int fd = Connect(Path());
+  const int fd = testing::ConnectUnix(Path());
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(Send(fd, Records(0, 3)));
+  ASSERT_TRUE(testing::SendAll(fd, Records(0, 3)));
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 3; }));
   for (const auto& r : records()) {
     EXPECT_EQ(r.pid(), static_cast<uint32_t>(::getpid())) << "SO_PEERCRED, not the claimed 4242";
@@ -241,17 +220,17 @@ TEST_F(CollectiveListenerTest, VersionTwoFramesGiveEveryRecordThePodAndAreAcknow
   CollectiveListenerOptions o;
   o.node = "gpu-node-17";
   Start(o);
-  const int v2 = Connect(Path());
-  const int v1 = Connect(Path());
+  const int v2 = testing::ConnectUnix(Path());
+  const int v1 = testing::ConnectUnix(Path());
   ASSERT_GE(v2, 0);
   ASSERT_GE(v1, 0);
   // The header arrives in two pieces (the pod straddles them): the agent waits for the rest.
   const std::string first = PodFrame({Record(0), Record(1)}, "trainer-3", "ml-team", 5);
-  ASSERT_TRUE(Send(v2, first.substr(0, 200)));
+  ASSERT_TRUE(testing::SendAll(v2, first.substr(0, 200)));
   absl::SleepFor(absl::Milliseconds(50));
-  ASSERT_TRUE(Send(v2, first.substr(200)));
-  ASSERT_TRUE(Send(v2, PodFrame({Record(2)}, "trainer-3", "ml-team")));
-  ASSERT_TRUE(Send(v1, Records(10, 2)));  // an older plugin on the same socket
+  ASSERT_TRUE(testing::SendAll(v2, first.substr(200)));
+  ASSERT_TRUE(testing::SendAll(v2, PodFrame({Record(2)}, "trainer-3", "ml-team")));
+  ASSERT_TRUE(testing::SendAll(v1, Records(10, 2)));  // an older plugin on the same socket
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 5; }));
   EXPECT_EQ(ReadByte(v2, absl::Seconds(5)), rc::kVersion2Ack);
   EXPECT_EQ(ReadByte(v2, absl::Milliseconds(100)), -1) << "one acknowledgement per connection";
@@ -279,9 +258,9 @@ TEST_F(CollectiveListenerTest, VersionTwoFramesGiveEveryRecordThePodAndAreAcknow
 // socket; a version-2 frame whose record has a device in its reserved bytes is cut off.
 TEST_F(CollectiveListenerTest, VersionThreeRecordsCarryTheirCudaDeviceAndAreAcknowledgedAsThree) {
   Start();
-  const int v3 = Connect(Path());
-  const int v2 = Connect(Path());
-  const int v1 = Connect(Path());
+  const int v3 = testing::ConnectUnix(Path());
+  const int v2 = testing::ConnectUnix(Path());
+  const int v1 = testing::ConnectUnix(Path());
   ASSERT_GE(v3, 0);
   ASSERT_GE(v2, 0);
   ASSERT_GE(v1, 0);
@@ -293,11 +272,11 @@ TEST_F(CollectiveListenerTest, VersionThreeRecordsCarryTheirCudaDeviceAndAreAckn
   rc::BatchHeaderFields h;
   h.version = rc::kFormatVersion3;
   h.job_id.Set("job-1");
-  ASSERT_TRUE(Send(v3, *rc::EncodeFrame(h, gpus)));
+  ASSERT_TRUE(testing::SendAll(v3, *rc::EncodeFrame(h, gpus)));
   rc::CollectiveRecordFields old = Record(10);
   old.cuda_device = 5;  // a version-2 or -1 frame cannot carry it: encoded without
-  ASSERT_TRUE(Send(v2, PodFrame({old}, "trainer-3", "ml-team")));
-  ASSERT_TRUE(Send(v1, Frame({Record(20)})));
+  ASSERT_TRUE(testing::SendAll(v2, PodFrame({old}, "trainer-3", "ml-team")));
+  ASSERT_TRUE(testing::SendAll(v1, Frame({Record(20)})));
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 5; }));
   EXPECT_EQ(ReadByte(v3, absl::Seconds(5)), rc::kVersion3Ack);
   EXPECT_EQ(ReadByte(v2, absl::Seconds(5)), rc::kVersion2Ack);
@@ -317,9 +296,9 @@ TEST_F(CollectiveListenerTest, VersionThreeRecordsCarryTheirCudaDeviceAndAreAckn
   // A device smuggled into a version-2 record's reserved bytes: bad_value, cut off.
   std::string bad = PodFrame({Record(30)}, "trainer-3", "ml-team");
   bad[rc::kBatchHeaderSizeV2 + 76] = 2;
-  const int rogue = Connect(Path());
+  const int rogue = testing::ConnectUnix(Path());
   ASSERT_GE(rogue, 0);
-  ASSERT_TRUE(Send(rogue, bad));
+  ASSERT_TRUE(testing::SendAll(rogue, bad));
   EXPECT_EQ(ReadByte(rogue, absl::Seconds(5)), rc::kVersion2Ack) << "the header itself is valid";
   EXPECT_TRUE(ClosedByAgent(rogue, absl::Seconds(5)));
   ASSERT_TRUE(WaitFor([&] { return Rejected("bad_value") == 1; }));
@@ -329,7 +308,7 @@ TEST_F(CollectiveListenerTest, VersionThreeRecordsCarryTheirCudaDeviceAndAreAckn
 
 TEST_F(CollectiveListenerTest, AGarbagePodIdentityIsCutOffAndCountedAsBadString) {
   Start();
-  const int genuine = Connect(Path());
+  const int genuine = testing::ConnectUnix(Path());
   ASSERT_GE(genuine, 0);
   const std::vector<std::pair<std::string, size_t>> rogue = {
       {std::string(254, 'a'), 96},   // pod longer than Kubernetes allows
@@ -341,15 +320,15 @@ TEST_F(CollectiveListenerTest, AGarbagePodIdentityIsCutOffAndCountedAsBadString)
     std::string f = PodFrame({Record(0)}, "trainer-0", "ml-team");
     std::memset(f.data() + offset, 0, offset == 96 ? 256 : 64);
     std::memcpy(f.data() + offset, garbage.data(), garbage.size());
-    const int fd = Connect(Path());
+    const int fd = testing::ConnectUnix(Path());
     ASSERT_GE(fd, 0);
-    ASSERT_TRUE(Send(fd, f));
+    ASSERT_TRUE(testing::SendAll(fd, f));
     EXPECT_TRUE(ClosedByAgent(fd, absl::Seconds(5))) << garbage;
     ::close(fd);
   }
   ASSERT_TRUE(WaitFor([&] { return Rejected("bad_string") == rogue.size(); }))
       << Rejected("bad_string");
-  ASSERT_TRUE(Send(genuine, PodFrame({Record(7)}, "trainer-0", "ml-team")));
+  ASSERT_TRUE(testing::SendAll(genuine, PodFrame({Record(7)}, "trainer-0", "ml-team")));
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 1; }));
   EXPECT_EQ(records()[0].pod(), "trainer-0");
   EXPECT_EQ(records()[0].seq(), 7u);
@@ -370,13 +349,13 @@ TEST_F(CollectiveListenerTest, RogueSendersAreCutOffAndCountedWhileGenuineSender
   std::atomic<int> genuine_sent{0};
   std::atomic<bool> genuine_ok{true};
   std::thread genuine([&] {
-    const int fd = Connect(Path());
+    const int fd = testing::ConnectUnix(Path());
     if (fd < 0) {
       genuine_ok = false;
       return;
     }
     for (int i = 0; !stop && i < 5000; ++i) {
-      if (!Send(fd, Records(genuine_sent, 4, "genuine"))) {
+      if (!testing::SendAll(fd, Records(genuine_sent, 4, "genuine"))) {
         genuine_ok = false;
         break;
       }
@@ -420,9 +399,9 @@ TEST_F(CollectiveListenerTest, RogueSendersAreCutOffAndCountedWhileGenuineSender
   };
   std::map<std::string, uint64_t> want;
   for (const Rogue& r : rogues) {
-    const int fd = Connect(Path());
+    const int fd = testing::ConnectUnix(Path());
     ASSERT_GE(fd, 0) << r.name;
-    ASSERT_TRUE(Send(fd, r.bytes)) << r.name;
+    ASSERT_TRUE(testing::SendAll(fd, r.bytes)) << r.name;
     if (r.close_after) {
       ::shutdown(fd, SHUT_WR);
     }
@@ -475,17 +454,17 @@ TEST_F(CollectiveListenerTest, RateLimitIsPerConnectionAndCounted) {
     absl::MutexLock lock(&clock_mu_);
     return now_;
   });
-  const int a = Connect(Path());
-  const int b = Connect(Path());
-  ASSERT_TRUE(Send(a, Records(0, 25)));
+  const int a = testing::ConnectUnix(Path());
+  const int b = testing::ConnectUnix(Path());
+  ASSERT_TRUE(testing::SendAll(a, Records(0, 25)));
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 10; }));
-  ASSERT_TRUE(Send(b, Records(100, 25)));  // its own bucket
+  ASSERT_TRUE(testing::SendAll(b, Records(100, 25)));  // its own bucket
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 20; }));
   {
     absl::MutexLock lock(&clock_mu_);
     now_ += absl::Seconds(1);  // 5 more records for each connection
   }
-  ASSERT_TRUE(Send(a, Records(200, 25)));
+  ASSERT_TRUE(testing::SendAll(a, Records(200, 25)));
   ASSERT_TRUE(
       WaitFor([&] { return listener_->Stats().jobs["job-1"].rate_limited == 15 + 15 + 20; }));
   absl::SleepFor(absl::Milliseconds(50));
@@ -508,13 +487,13 @@ TEST_F(CollectiveListenerTest, ConnectionsAndJobLabelsAreCapped) {
   o.max_connections = 2;
   o.max_jobs = 3;
   Start(o);
-  const int a = Connect(Path());
-  const int b = Connect(Path());
+  const int a = testing::ConnectUnix(Path());
+  const int b = testing::ConnectUnix(Path());
   ASSERT_TRUE(WaitFor([&] { return listener_->Stats().connections_open == 2; }));
-  const int c = Connect(Path());  // accepted by the kernel, closed by the agent
+  const int c = testing::ConnectUnix(Path());  // accepted by the kernel, closed by the agent
   EXPECT_TRUE(ClosedByAgent(c, absl::Seconds(5)));
   EXPECT_EQ(Rejected("too_many_connections"), 1u);
-  for (const char* job : {"j1", "j2", "j3", "j4", "j5"}) ASSERT_TRUE(Send(a, Records(0, 2, job)));
+  for (const char* job : {"j1", "j2", "j3", "j4", "j5"}) ASSERT_TRUE(testing::SendAll(a, Records(0, 2, job)));
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 10; }));
   const CollectiveListenerStats st = listener_->Stats();
   EXPECT_EQ(st.jobs.size(), 4u);
@@ -528,12 +507,12 @@ TEST_F(CollectiveListenerTest, ConnectionsAndJobLabelsAreCapped) {
 
 TEST_F(CollectiveListenerTest, ExportsRecordsDropsConnectionsAndRejections) {
   Start();
-  const int fd = Connect(Path());
+  const int fd = testing::ConnectUnix(Path());
   std::vector<rc::CollectiveRecordFields> v = {Record(1, "train-7"), Record(2, "train-7")};
-  ASSERT_TRUE(Send(fd, Frame(v, 1234, "train-7")));
+  ASSERT_TRUE(testing::SendAll(fd, Frame(v, 1234, "train-7")));
   ASSERT_TRUE(WaitFor([&] { return RecordCount() == 2; }));
-  const int bad = Connect(Path());
-  ASSERT_TRUE(Send(bad, "nonsense"));
+  const int bad = testing::ConnectUnix(Path());
+  ASSERT_TRUE(testing::SendAll(bad, "nonsense"));
   ASSERT_TRUE(WaitFor([&] { return Rejected("bad_magic") == 1; }));
   ::close(bad);
   ASSERT_TRUE(WaitFor([&] { return listener_->Stats().connections_open == 1; }));

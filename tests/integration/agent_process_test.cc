@@ -21,6 +21,7 @@
 #include "sim/sysfs_tree.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/process.h"
+#include "tests/testing/unix_socket.h"
 #include "tests/testing/prom_text.h"
 #include "tests/testing/temp_dir.h"
 
@@ -28,29 +29,6 @@ namespace ringside {
 namespace {
 
 using testing::BinaryPath;
-
-int ConnectUnix(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return -1;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 class AgentProcessTest : public ::testing::Test {
  protected:
@@ -256,12 +234,12 @@ TEST_F(AgentProcessTest, CollectiveRecordMetricsAreServedWhilePluginsStream) {
   header.job_id.Set("train-7");
   const absl::StatusOr<std::string> frame = collectors::EncodeFrame(header, records);
   ASSERT_TRUE(frame.ok()) << frame.status();
-  const int plugin = ConnectUnix(sock);
+  const int plugin = testing::ConnectUnix(sock);
   ASSERT_GE(plugin, 0);
-  ASSERT_TRUE(SendAll(plugin, *frame));
-  const int rogue = ConnectUnix(sock);
+  ASSERT_TRUE(testing::SendAll(plugin, *frame));
+  const int rogue = testing::ConnectUnix(sock);
   ASSERT_GE(rogue, 0);
-  ASSERT_TRUE(SendAll(rogue, "GET /metrics HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(testing::SendAll(rogue, "GET /metrics HTTP/1.1\r\n\r\n"));
 
   auto value = [](const testing::PromText& p, const std::string& name,
                   std::map<std::string, std::string> labels) {

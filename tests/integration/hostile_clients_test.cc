@@ -35,6 +35,7 @@
 #include "tests/aggregator/ingest_test_util.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/process.h"
+#include "tests/testing/unix_socket.h"
 #include "tests/testing/prom_text.h"
 #include "tests/testing/temp_dir.h"
 
@@ -72,28 +73,6 @@ int TcpConnect(int port) {
     return -1;
   }
   return fd;
-}
-
-int UnixConnect(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a = {};
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path, path.data(), path.size());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // True when the peer has closed `fd` (EOF or reset), reading and discarding what it sent
@@ -193,11 +172,11 @@ class HostileClientsTest : public ::testing::Test {
   // The well-behaved plugin: `frames` frames of `per_frame` records, seqs from `first`, on one
   // connection, paced like a training job. Returns the records written.
   int GoodPlugin(uint64_t first, int frames, int per_frame) {
-    const int fd = UnixConnect(socket_path_);
+    const int fd = testing::ConnectUnix(socket_path_);
     if (fd < 0) return 0;
     int sent = 0;
     for (int i = 0; i < frames; ++i) {
-      if (!SendAll(fd, Frame(first + static_cast<uint64_t>(sent), per_frame))) break;
+      if (!testing::SendAll(fd, Frame(first + static_cast<uint64_t>(sent), per_frame))) break;
       sent += per_frame;
       absl::SleepFor(absl::Milliseconds(20));
     }
@@ -236,7 +215,7 @@ TEST_F(HostileClientsTest, AggregatorCutsOffHostileGrpcClientsAndLosesNoRecord) 
   for (int i = 0; i < idle_count; ++i) {
     const int fd = TcpConnect(grpc_);
     ASSERT_GE(fd, 0) << "connection " << i << ": " << std::strerror(errno);
-    if (i % 2 == 1) ASSERT_TRUE(SendAll(fd, Http2Preface()));
+    if (i % 2 == 1) ASSERT_TRUE(testing::SendAll(fd, Http2Preface()));
     idle.push_back(fd);
   }
   // Accepted (gRPC accepts from the kernel's queue as it goes).
@@ -271,7 +250,7 @@ TEST_F(HostileClientsTest, AggregatorCutsOffHostileGrpcClientsAndLosesNoRecord) 
     ASSERT_GE(fd, 0);
     std::string junk = i % 2 ? Http2Preface() : std::string();
     junk += std::string("\xff\xff\xff\x09\xff\x7f\xff\xff\xff", 9) + std::string(64, '\xa5');
-    SendAll(fd, junk);
+    testing::SendAll(fd, junk);
     raw.push_back(fd);
   }
 
@@ -355,7 +334,7 @@ TEST_F(HostileClientsTest, PluginSocketCutsOffGarbageAndFloodsAndLosesNoRecord) 
   // Garbage: bytes that are no frame, a frame with a wrong version, a frame cut short and closed.
   std::vector<int> garbage;
   for (int i = 0; i < 30; ++i) {
-    const int fd = UnixConnect(socket_path_);
+    const int fd = testing::ConnectUnix(socket_path_);
     ASSERT_GE(fd, 0);
     std::string bytes;
     if (i % 3 == 0) {
@@ -367,24 +346,24 @@ TEST_F(HostileClientsTest, PluginSocketCutsOffGarbageAndFloodsAndLosesNoRecord) 
       bytes = Frame(2000000 + i, 3, "job-bad");
       bytes[bytes.size() - 1] ^= 0x55;  // inside the last record: a padding or string byte
     }
-    SendAll(fd, bytes);
+    testing::SendAll(fd, bytes);
     garbage.push_back(fd);
   }
   // A flooding plugin (connected before the crowd below): full frames as fast as the socket
   // takes them, for 2 s.
   uint64_t flood_sent = 0;
-  const int flood_fd = UnixConnect(socket_path_);
+  const int flood_fd = testing::ConnectUnix(socket_path_);
   ASSERT_GE(flood_fd, 0);
   std::thread flood([&, fd = flood_fd] {
     const std::string frame = Frame(5000000, 256, "job-flood");
     const absl::Time end = absl::Now() + absl::Seconds(2);
-    while (absl::Now() < end && SendAll(fd, frame)) flood_sent += 256;
+    while (absl::Now() < end && testing::SendAll(fd, frame)) flood_sent += 256;
     ::close(fd);
   });
   // A flood of connections: 300 open at once (the agent takes 256).
   std::vector<int> crowd;
   for (int i = 0; i < 300; ++i) {
-    const int fd = UnixConnect(socket_path_);
+    const int fd = testing::ConnectUnix(socket_path_);
     if (fd >= 0) crowd.push_back(fd);
   }
 
@@ -495,7 +474,7 @@ int NeverReadingWatcher(int port) {
                               Hpack("content-type", "application/grpc") + Hpack("te", "trailers");
   out += H2Frame(1, 4, 1, headers);                              // HEADERS, END_HEADERS
   out += H2Frame(0, 1, 1, std::string("\x00\x00\x00\x00\x00", 5));  // an empty request, END_STREAM
-  if (!SendAll(fd, out)) {
+  if (!testing::SendAll(fd, out)) {
     ::close(fd);
     return -1;
   }
