@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace ringside::daemon::ctl {
 namespace {
@@ -24,7 +26,85 @@ int SeverityRank(const std::string& s) {
   return 0;
 }
 
+// Distinct non-empty values in first-seen order, joined by ",".
+void AddDistinct(std::vector<std::string>& seen, const std::string& v) {
+  if (!v.empty() && std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+}
+
+// A message's identity for deduplication: its deterministic serialization.
+template <typename M>
+std::string Identity(const M& m) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
 }  // namespace
+
+v1::TopologyView MergeTopologies(const std::vector<const v1::TopologyView*>& views,
+                                 size_t max_events) {
+  v1::TopologyView out;
+  std::vector<std::string> sources, discoveries, formats;
+  using PortKey = std::tuple<std::string, std::string, uint32_t, std::string, std::string>;
+  std::map<PortKey, const v1::TopologyPort*> ports;
+  std::map<std::string, const v1::TopologySwitch*> switches;
+  std::vector<std::string> switch_order;
+  std::set<std::string> seen_disagreements, seen_events;
+  std::vector<const v1::TopologyEvent*> events;
+  uint64_t events_total = 0;
+  for (const v1::TopologyView* v : views) {
+    AddDistinct(sources, v->source());
+    AddDistinct(discoveries, v->discovery());
+    AddDistinct(formats, v->format());
+    for (const v1::TopologyPort& p : v->ports()) {
+      const PortKey key{p.host(), p.device(), p.ca_port(), p.ca_guid(),
+                        p.host().empty() ? p.description() : std::string()};
+      ports.emplace(key, &p);
+    }
+    for (const v1::TopologySwitch& s : v->switches()) {
+      if (switches.emplace(s.id(), &s).second) switch_order.push_back(s.id());
+    }
+    for (const v1::TopologyDisagreement& d : v->disagreements()) {
+      if (seen_disagreements.insert(Identity(d)).second) *out.add_disagreements() = d;
+    }
+    for (const v1::TopologyEvent& e : v->events()) {
+      if (seen_events.insert(Identity(e)).second) events.push_back(&e);
+    }
+    events_total = std::max(events_total, v->events_total());
+  }
+  out.set_source(absl::StrJoin(sources, ","));
+  out.set_discovery(absl::StrJoin(discoveries, ","));
+  out.set_format(absl::StrJoin(formats, ","));
+  std::map<std::string, std::set<std::string>> hosts_on;
+  std::map<std::string, uint32_t> ports_on;
+  for (const auto& [key, p] : ports) {
+    *out.add_ports() = *p;
+    if (!p->has_peer() || p->peer().id().empty()) continue;
+    ++ports_on[p->peer().id()];
+    if (!p->host().empty()) hosts_on[p->peer().id()].insert(p->host());
+  }
+  std::sort(switch_order.begin(), switch_order.end());
+  for (const std::string& id : switch_order) {
+    v1::TopologySwitch* s = out.add_switches();
+    *s = *switches[id];
+    if (auto it = ports_on.find(id); it != ports_on.end()) {
+      s->set_ports(it->second);
+      s->set_hosts(static_cast<uint32_t>(hosts_on[id].size()));
+    }
+  }
+  std::stable_sort(events.begin(), events.end(),
+                   [](const v1::TopologyEvent* a, const v1::TopologyEvent* b) {
+                     return a->time_unix_nanos() < b->time_unix_nanos();
+                   });
+  const size_t first = max_events > 0 && events.size() > max_events ? events.size() - max_events : 0;
+  for (size_t i = first; i < events.size(); ++i) *out.add_events() = *events[i];
+  out.set_events_total(std::max<uint64_t>(events_total, events.size()));
+  return out;
+}
 
 std::string IncidentIdentity(const v1::Incident& incident) {
   if (!incident.key().empty()) return incident.key();

@@ -39,6 +39,20 @@ google::protobuf::RepeatedPtrField<v1::RankScore> MergeStragglers(
 v1::ClusterStatus MergeStatus(const std::vector<const v1::ClusterStatus*>& statuses,
                               const Incidents& open);
 
+// One topology from several aggregators' GetTopology answers (issue #16). Each shard learns the
+// LLDP neighbours and subnet discovery of its own nodes only, so the fleet's topology is the union:
+//   - ports once per (host, device, CA port, CA GUID), the first answer's copy (in --aggregator
+//     order), ordered by host, device, port;
+//   - switches once per id (the first answer's name); HOSTS and PORTS counted again over the
+//     merged ports (an answer's own counts when no merged port is on the switch: a spine);
+//   - disagreements and events once each (events by time, oldest first; `max_events` > 0 keeps
+//     the latest that many); events_total the largest any answer reported, at least the merged
+//     count (replicas report the same events, shards different ones: their totals cannot be told
+//     apart);
+//   - source, discovery and format: the distinct values, in answer order, joined by ",".
+v1::TopologyView MergeTopologies(const std::vector<const v1::TopologyView*>& views,
+                                 size_t max_events);
+
 }  // namespace ringside::daemon::ctl
 
 #endif  // RINGSIDE_DAEMON_CTL_FLEET_MERGE_H_

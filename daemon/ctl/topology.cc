@@ -12,6 +12,7 @@
 #include "analysis/topology.h"
 #include "analysis/topology_text.h"
 #include "daemon/ctl/fleet.h"
+#include "daemon/ctl/fleet_merge.h"
 #include "daemon/ctl/query_client.h"
 #include "daemon/ctl/query_commands.h"
 #include "daemon/ctl/query_json.h"
@@ -43,7 +44,7 @@ constexpr char kUsage[] =
     "disagrees with the discovery. --format=ibnetdiscover writes the InfiniBand ports (those with a\n"
     "CA GUID) as ibnetdiscover does, which the aggregator's --topology reads back. --events lists\n"
     "the changes the discovery saw (moved, port_changed, gone, new), oldest first. With several\n"
-    "aggregators, the first that answers is shown.\n"
+    "aggregators (shards), their topologies are merged: each knows its own nodes' ports.\n"
     "\n"
     "Exit codes: 0 printed; 1 the file disagrees with the discovery (not with --events);\n"
     "2 usage error or the aggregator could not be asked.\n";
@@ -183,7 +184,12 @@ int RunTopology(const std::vector<std::string>& argv, CommandContext& ctx) {
       q.fleet->All<v1::TopologyView>([&req](QueryClient& c) { return c.GetTopology(req); }),
       ctx.err);
   if (!answers.ok()) return FailCommand(ctx, kName, std::string(answers.status().message()));
-  const v1::TopologyView& t = answers->front().value;
+  // Each shard knows the ports of its own nodes: the fleet's topology is the union (replicas of
+  // a shard answer the same and count once).
+  std::vector<const v1::TopologyView*> views;
+  for (const auto& a : *answers) views.push_back(&a.value);
+  const v1::TopologyView t = views.size() == 1 ? *views.front()
+                                                : MergeTopologies(views, req.max_events());
   if (q.format == OutputFormat::kJson) {
     WriteJson(TopologyJson(t), ctx.out);
   } else if (events) {

@@ -373,6 +373,19 @@ grpc::Status FakeQueryService::GetStatus(grpc::ServerContext*, const v1::GetStat
   return grpc::Status::OK;
 }
 
+grpc::Status FakeQueryService::GetTopology(grpc::ServerContext*, const v1::GetTopologyRequest* req,
+                                           v1::TopologyView* resp) {
+  Delay();
+  absl::MutexLock l(&mu_);
+  *resp = data_.topology;
+  if (req->events_only()) {
+    resp->clear_ports();
+    resp->clear_switches();
+    resp->clear_disagreements();
+  }
+  return grpc::Status::OK;
+}
+
 void FakeQueryService::Publish(const v1::IncidentChange& change, bool to_watchers) {
   absl::MutexLock l(&mu_);
   bool replaced = false;

@@ -25,6 +25,7 @@ struct FakeQueryData {
   std::map<std::string, v1::NodeStatus> nodes;
   std::vector<v1::RankScore> stragglers;  // highest score first
   v1::ClusterStatus status;               // now_unix_nanos is filled in per call
+  v1::TopologyView topology;              // answered as is (events_only drops the rest)
 };
 
 // A small cluster at `now`:
@@ -55,6 +56,8 @@ class FakeQueryService final : public v1::Query::Service {
                              v1::TopStragglersResponse* resp) override;
   grpc::Status GetStatus(grpc::ServerContext*, const v1::GetStatusRequest* req,
                          v1::ClusterStatus* resp) override;
+  grpc::Status GetTopology(grpc::ServerContext*, const v1::GetTopologyRequest* req,
+                           v1::TopologyView* resp) override;
 
   // Applies `change` to the stored incidents (the incident replaces the one with its id) and, when
   // `to_watchers`, sends it to every open watch stream whose filters it matches.

@@ -373,6 +373,90 @@ TEST(AggregatorTargetsTest, ListsRepeatsAndNames) {
             absl::StatusCode::kNotFound);
 }
 
+// An LLDP-only view (what one shard's aggregator knows: its own nodes' neighbours).
+v1::TopologyView LldpView(const std::vector<std::pair<std::string, std::string>>& host_leaf,
+                          int64_t event_nanos) {
+  v1::TopologyView t;
+  t.set_source("lldp");
+  t.set_discovery("lldp");
+  t.set_format("node_switch_map");
+  std::map<std::string, std::pair<std::set<std::string>, uint32_t>> per_switch;
+  int port = 1;
+  for (const auto& [host, leaf] : host_leaf) {
+    v1::TopologyPort* p = t.add_ports();
+    p->set_host(host);
+    p->set_device("mlx5_0");
+    p->set_ca_port(1);
+    p->mutable_peer()->set_id(leaf);
+    p->mutable_peer()->set_name(leaf);
+    p->mutable_peer()->set_port_name(absl::StrCat("swp", port++));
+    per_switch[leaf].first.insert(host);
+    ++per_switch[leaf].second;
+  }
+  for (const auto& [id, hp] : per_switch) {
+    v1::TopologySwitch* s = t.add_switches();
+    s->set_id(id);
+    s->set_name(id);
+    s->set_hosts(static_cast<uint32_t>(hp.first.size()));
+    s->set_ports(hp.second);
+  }
+  v1::TopologyEvent* e = t.add_events();
+  e->set_time_unix_nanos(event_nanos);
+  e->set_kind("new");
+  e->set_source("lldp");
+  e->set_reporter(host_leaf.front().first);
+  e->set_host(host_leaf.front().first);
+  e->set_device("mlx5_0");
+  e->set_ca_port(1);
+  e->mutable_after()->set_id(host_leaf.front().second);
+  t.set_events_total(1);
+  return t;
+}
+
+// Two shards, each knowing its own nodes' LLDP neighbours (replicas A and B of shard 0: node-a,
+// node-b on leaf-1; shard 1: node-x on leaf-1 too and node-y on leaf-2): `ringside topology`
+// shows the union, each port once, leaf-1 with its three hosts.
+TEST(FleetTopologyTest, TheTopologyOfSeveralShardsIsTheirUnion) {
+  const int64_t t0 = absl::ToUnixNanos(absl::FromUnixSeconds(1'800'000'000));
+  testing::FakeQueryData shard0, shard1;
+  shard0.topology = LldpView({{"node-a", "leaf-1"}, {"node-b", "leaf-1"}}, t0 + 2);
+  shard1.topology = LldpView({{"node-x", "leaf-1"}, {"node-y", "leaf-2"}}, t0 + 1);
+  testing::FakeQueryServer a(shard0), b(shard0), c(shard1);
+  const std::string all = absl::StrCat(a.address(), ",", b.address(), ",", c.address());
+  const auto cli = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {Ringside(), "topology"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--aggregator=" + all);
+    argv.push_back("--timeout=3s");
+    return testing::Run(argv, "", absl::Seconds(30));
+  };
+  RunResult r = cli({"-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::vector<std::string> hosts;
+  for (const auto& p : j["ports"]) hosts.push_back(p["host"]);
+  EXPECT_EQ(hosts, (std::vector<std::string>{"node-a", "node-b", "node-x", "node-y"})) << r.out;
+  ASSERT_EQ(j["switches"].size(), 2u) << r.out;
+  EXPECT_EQ(j["switches"][0]["id"], "leaf-1");
+  EXPECT_EQ(j["switches"][0]["hosts"], 3);
+  EXPECT_EQ(j["switches"][0]["ports"], 3);
+  EXPECT_EQ(j["switches"][1]["hosts"], 1);
+  EXPECT_EQ(j["source"], "lldp");
+  ASSERT_EQ(j["events"].size(), 2u) << r.out;  // the replicas' one event once, shard 1's first
+  EXPECT_EQ(j["events"][0]["host"], "node-x");
+  EXPECT_EQ(j["events"][1]["host"], "node-a");
+
+  r = cli({});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "Topology: lldp; 4 ports on 2 switches")) << r.out;
+  EXPECT_EQ(CountOf(r.out, "node-b "), 1) << r.out;
+
+  r = cli({"--events", "--max-events", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "node-a")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "node-x")) << r.out;  // the latest one only
+}
+
 TEST(FleetMergeTest, IncidentsWithoutKeyDedupeByKindEntityAndOpening) {
   const absl::Time t = absl::FromUnixSeconds(1'800'000'000);
   // From an aggregator too old to send keys: replica copies differ in id and revision.
