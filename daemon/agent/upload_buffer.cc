@@ -50,6 +50,15 @@ void UploadBuffer::EnforceCapacity() {
 
 void UploadBuffer::Erase(std::map<uint64_t, Entry>::iterator it) {
   if (!it->second.tombstone) LiveSet(it->second.type).erase(it->first);
+  if (it->second.fate_pending) {
+    // Only Ack erases a tombstone: acked before it was ever resent, so the aggregator holds the
+    // message it replaced.
+    DropCounts& c = drops_[static_cast<size_t>(it->second.type)];
+    --c.pending.messages;
+    c.pending.records -= it->second.dropped_records;
+    ++c.delivered.messages;
+    c.delivered.records += it->second.dropped_records;
+  }
   bytes_ -= it->second.bytes;
   entries_.erase(it);
 }
@@ -58,13 +67,18 @@ void UploadBuffer::Drop(uint64_t order) {
   auto it = entries_.find(order);
   if (it == entries_.end() || it->second.tombstone) return;
   Entry& e = it->second;
-  Drops& d = drops_[static_cast<size_t>(e.type)];
-  ++d.messages;
-  d.records += e.records;
+  DropCounts& c = drops_[static_cast<size_t>(e.type)];
   if (e.seq == 0) {
-    Erase(it);  // never sent: no seq, no gap
+    ++c.dropped.messages;  // never sent: lost, and no seq, no gap
+    c.dropped.records += e.records;
+    Erase(it);
     return;
   }
+  // Sent: it may still arrive (part of it may sit in socket buffers). Pending until known.
+  ++c.pending.messages;
+  c.pending.records += e.records;
+  e.fate_pending = true;
+  e.dropped_records = e.records;
   // Sent but not acked: keep the seq with an empty body of the same type.
   auto empty = std::make_shared<v1::AgentMessage>();
   empty->set_seq(e.seq);
@@ -113,8 +127,16 @@ void UploadBuffer::Ack(uint64_t acked_seq) {
   }
 }
 
-void UploadBuffer::BeginSession() {
-  while (!entries_.empty() && entries_.begin()->second.tombstone) Erase(entries_.begin());
+void UploadBuffer::MarkResent(uint64_t order) {
+  auto it = entries_.find(order);
+  if (it == entries_.end() || !it->second.fate_pending) return;
+  Entry& e = it->second;
+  DropCounts& c = drops_[static_cast<size_t>(e.type)];
+  --c.pending.messages;
+  c.pending.records -= e.dropped_records;
+  ++c.dropped.messages;
+  c.dropped.records += e.dropped_records;
+  e.fate_pending = false;
 }
 
 uint64_t UploadBuffer::resend_from_seq() const {

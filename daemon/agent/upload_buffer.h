@@ -10,12 +10,18 @@
 // and a message dropped before it was ever sent leaves no gap in the sequence. A dropped message
 // that was already sent keeps its seq as a *tombstone* (the same message type with an empty body),
 // so a later session resends the seq and the aggregator's contiguous ack never stalls on a hole.
-// Tombstones at the front are discarded when a session begins (Hello.resend_from_seq then starts
-// after them) or when acked.
+// Tombstones stay until acked, across sessions: the next session's HelloAck says whether the
+// aggregator got the message they replace.
 //
 // When the buffer holds more than its capacity, it drops (in this order): the oldest SampleBatch
 // (counters are cumulative: a lost batch costs resolution, not totals); only when no SampleBatch
-// remains, the oldest CollectiveBatch or LinkEvents. Every drop is counted by type.
+// remains, the oldest CollectiveBatch or LinkEvents. Every drop is counted by type, exactly:
+// - a message never sent is counted as dropped at once;
+// - a message already written to a stream may still arrive (what TCP had taken of it is
+//   delivered when a stalled link returns), so its fate is *pending* until it is known: its
+//   tombstone acked without having been resent means the aggregator has the message (counted as
+//   `delivered`, not dropped); its tombstone resent in a later session (after that session's
+//   HelloAck, which acks everything the aggregator holds) means it is lost (counted as dropped).
 #ifndef RINGSIDE_DAEMON_AGENT_UPLOAD_BUFFER_H_
 #define RINGSIDE_DAEMON_AGENT_UPLOAD_BUFFER_H_
 
@@ -45,12 +51,22 @@ class UploadBuffer {
     size_t bytes = 0;    // what the entry counts against the capacity
     size_t records = 0;  // sample values, collective records or link events it carries
     bool tombstone = false;
+    // A tombstone whose message's fate is not known yet, and what that message carried.
+    bool fate_pending = false;
+    size_t dropped_records = 0;
     // Shared so that a write in flight keeps its message when the entry is dropped.
     std::shared_ptr<v1::AgentMessage> msg;
   };
   struct Drops {
     uint64_t messages = 0;
     uint64_t records = 0;
+  };
+  // Per type: dropped (lost for sure), pending (dropped after being sent, fate not known yet),
+  // delivered (dropped after being sent, then acked: the aggregator has it).
+  struct DropCounts {
+    Drops dropped;
+    Drops pending;
+    Drops delivered;
   };
 
   explicit UploadBuffer(size_t capacity_bytes) : capacity_(capacity_bytes) {}
@@ -71,8 +87,11 @@ class UploadBuffer {
   // The aggregator holds everything up to `acked_seq`: drop those entries.
   void Ack(uint64_t acked_seq);
 
-  // Call when a new session is about to say Hello: discards tombstones at the front.
-  void BeginSession();
+  // The entry at `order` is about to be written to a stream that is not the one that carried it
+  // first (a resend). If it is a tombstone whose fate was pending, the message it replaced is now
+  // known to be lost (the session's HelloAck acked everything the aggregator holds): counted as
+  // dropped.
+  void MarkResent(uint64_t order);
 
   // Hello.resend_from_seq: the lowest seq still held, or the next seq to be assigned when no
   // assigned message is held. Everything below it was acked or dropped.
@@ -83,7 +102,8 @@ class UploadBuffer {
   size_t messages() const { return entries_.size(); }
   size_t capacity() const { return capacity_; }
   bool empty() const { return entries_.empty(); }
-  const Drops& dropped(UploadType type) const { return drops_[static_cast<size_t>(type)]; }
+  const Drops& dropped(UploadType type) const { return counts(type).dropped; }
+  const DropCounts& counts(UploadType type) const { return drops_[static_cast<size_t>(type)]; }
 
   // What an entry of this message counts against the capacity: its in-memory size plus the
   // buffer's own bookkeeping.
@@ -105,7 +125,7 @@ class UploadBuffer {
   size_t bytes_ = 0;
   uint64_t next_order_ = 1;
   uint64_t next_seq_ = 1;
-  std::array<Drops, kUploadTypes> drops_{};
+  std::array<DropCounts, kUploadTypes> drops_{};
 };
 
 }  // namespace ringside::daemon

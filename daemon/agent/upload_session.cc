@@ -91,6 +91,9 @@ const v1::AgentMessage* Uploader::NextMessageLocked(Session* s) {
   }
   const uint64_t order = e->order;
   const UploadType type = e->type;
+  // A resend happens only in a later session, after its HelloAck: a tombstone resent now stands
+  // for a message the aggregator does not have.
+  if (resend) buffer_.MarkResent(order);
   std::shared_ptr<const v1::AgentMessage> msg = e->msg;
   if (buffer_.AssignSeq(order) == 0) {
     LogLimitedLocked("assign", "internal error: upload buffer out of order");
@@ -280,7 +283,6 @@ void Uploader::OnSessionDone(Session* s, const grpc::Status& status) {
 // ---- sessions ----
 
 Uploader::Session* Uploader::NewSessionLocked(absl::Time now) {
-  buffer_.BeginSession();
   auto s = std::make_unique<Session>(this, ++stats_.attempts);
   if (stats_.attempts > 1) ++stats_.reconnects;
   s->started_ = now;

@@ -353,8 +353,12 @@ bool Uploader::LogLimitedLocked(const std::string& key, const std::string& messa
 UploaderStats Uploader::Stats() const {
   absl::MutexLock l(&mu_);
   UploaderStats s = stats_;
-  for (size_t t = 0; t < kUploadTypes; ++t)
-    s.dropped[t] = buffer_.dropped(static_cast<UploadType>(t));
+  for (size_t t = 0; t < kUploadTypes; ++t) {
+    const UploadBuffer::DropCounts& c = buffer_.counts(static_cast<UploadType>(t));
+    s.dropped[t] = c.dropped;
+    s.drop_pending[t] = c.pending;
+    s.drop_delivered[t] = c.delivered;
+  }
   s.acked_seq = stats_.acked_seq;
   s.last_seq = buffer_.last_assigned_seq();
   s.buffer_bytes = buffer_.bytes();

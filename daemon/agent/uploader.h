@@ -95,6 +95,9 @@ struct UploaderStats {
   std::array<uint64_t, kUploadTypes> resent{};  // of which resends after a reconnect
   std::array<uint64_t, kUploadTypes> enqueued{};
   std::array<UploadBuffer::Drops, kUploadTypes> dropped{};
+  // Dropped after being sent, fate not known yet / known to have reached the aggregator.
+  std::array<UploadBuffer::Drops, kUploadTypes> drop_pending{};
+  std::array<UploadBuffer::Drops, kUploadTypes> drop_delivered{};
   uint64_t bytes_sent = 0;  // encoded message bytes
   uint64_t acked_seq = 0;   // highest seq the aggregator acknowledged
   uint64_t last_seq = 0;    // highest seq assigned (sent at least once)

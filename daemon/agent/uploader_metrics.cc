@@ -70,6 +70,10 @@ std::vector<prometheus::MetricFamily> UploaderStatsToFamilies(const UploaderStat
     f.Add("ringside_agent_upload_messages_enqueued_total", D(s.enqueued[t]), {{"type", type}});
     f.Add("ringside_agent_upload_dropped_total", D(s.dropped[t].messages), {{"type", type}});
     f.Add("ringside_agent_upload_dropped_records_total", D(s.dropped[t].records), {{"type", type}});
+    f.Add("ringside_agent_upload_drop_pending_records", D(s.drop_pending[t].records),
+          {{"type", type}});
+    f.Add("ringside_agent_upload_drop_delivered_records_total", D(s.drop_delivered[t].records),
+          {{"type", type}});
   }
   f.Add("ringside_agent_upload_sent_bytes_total", D(s.bytes_sent));
   f.Add("ringside_agent_upload_acked_seq", D(s.acked_seq));

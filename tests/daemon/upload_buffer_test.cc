@@ -108,21 +108,68 @@ TEST_F(UploadBufferTest, SequenceNumbersAreAssignedWhenSentSoUnsentDropsLeaveNoG
   // Overflow: drops the sent sample batch (seq 1) as a tombstone, then the unsent one outright.
   b.Push(UploadType::kSamples, Samples(1000, 3), 1000);
   b.Push(UploadType::kSamples, Samples(1000, 4), 1000);
-  EXPECT_EQ(b.dropped(UploadType::kSamples).messages, 2u);
+  // The unsent one is lost for sure; the sent one may still arrive: its fate is pending.
+  EXPECT_EQ(b.dropped(UploadType::kSamples).messages, 1u);
+  EXPECT_EQ(b.dropped(UploadType::kSamples).records, 1000u);
+  EXPECT_EQ(b.counts(UploadType::kSamples).pending.messages, 1u);
+  EXPECT_EQ(b.counts(UploadType::kSamples).pending.records, 1000u);
   EXPECT_EQ(Held(b), (std::vector<std::string>{"-", "collectives", "samples", "samples"}));
   EXPECT_EQ(b.NextAfter(0)->seq, 1u);
   EXPECT_EQ(b.NextAfter(0)->msg->samples().ids_size(), 0);
   EXPECT_EQ(b.NextAfter(0)->msg->seq(), 1u);
   EXPECT_EQ(b.AssignSeq(unsent), 0u);  // gone
-  // A new session: the front tombstone goes, so the agent holds nothing below seq 2.
-  b.BeginSession();
-  EXPECT_EQ(b.resend_from_seq(), 2u);
-  e = b.NextAfter(0);
-  EXPECT_EQ(e->seq, 2u);
-  e = b.NextAfter(e->order);
+  // A new session starts from the tombstone: the aggregator's HelloAck will say whether it has
+  // seq 1.
+  EXPECT_EQ(b.resend_from_seq(), 1u);
+  e = b.NextAfter(b.NextAfter(b.NextAfter(0)->order)->order);
   EXPECT_EQ(e->msg->samples().timestamp_unix_nanos(), 3);
   EXPECT_EQ(b.AssignSeq(e->order), 3u);  // the next seq: no gap
   EXPECT_EQ(e->msg->seq(), 3u);
+}
+
+TEST_F(UploadBufferTest, ASentMessageDroppedAndThenAckedWasDeliveredNotDropped) {
+  UploadBuffer b(UploadBuffer::Footprint(Collectives(10)) * 5 / 2);  // room for 2
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  b.AssignSeq(b.NextAfter(0)->order);  // seq 1 written to the stream
+  // Room is needed: seq 1 becomes a tombstone, the unsent one goes outright.
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  const UploadBuffer::DropCounts& c = b.counts(UploadType::kCollectives);
+  ASSERT_TRUE(b.NextAfter(0)->tombstone);
+  EXPECT_EQ(c.pending.records, 10u);
+  const uint64_t dropped_before = c.dropped.records;
+  // The aggregator acks seq 1 (the bytes TCP had taken arrived): delivered, never dropped.
+  b.Ack(1);
+  EXPECT_EQ(c.pending.records, 0u);
+  EXPECT_EQ(c.pending.messages, 0u);
+  EXPECT_EQ(c.delivered.records, 10u);
+  EXPECT_EQ(c.delivered.messages, 1u);
+  EXPECT_EQ(c.dropped.records, dropped_before);
+  EXPECT_FALSE(b.NextAfter(0)->tombstone);
+}
+
+TEST_F(UploadBufferTest, ATombstoneResentInALaterSessionCountsItsMessageAsDropped) {
+  UploadBuffer b(UploadBuffer::Footprint(Collectives(10)) * 5 / 2);  // room for 2
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  b.AssignSeq(b.NextAfter(0)->order);
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  b.Push(UploadType::kCollectives, Collectives(10), 10);
+  const UploadBuffer::DropCounts& c = b.counts(UploadType::kCollectives);
+  const uint64_t order = b.NextAfter(0)->order;
+  ASSERT_TRUE(b.NextAfter(0)->tombstone);
+  const uint64_t dropped_before = c.dropped.records;
+  // A later session's HelloAck did not cover seq 1: the tombstone is resent, the message is lost.
+  b.MarkResent(order);
+  EXPECT_EQ(c.pending.records, 0u);
+  EXPECT_EQ(c.dropped.records, dropped_before + 10);
+  EXPECT_EQ(c.dropped.messages * 10, c.dropped.records);
+  // Resending again (another session) and the ack do not count it twice.
+  b.MarkResent(order);
+  b.Ack(1);
+  EXPECT_EQ(c.dropped.records, dropped_before + 10);
+  EXPECT_EQ(c.delivered.records, 0u);
 }
 
 TEST_F(UploadBufferTest, SentMessageDroppedBetweenOthersKeepsItsSeqAsTombstone) {
@@ -134,7 +181,6 @@ TEST_F(UploadBufferTest, SentMessageDroppedBetweenOthersKeepsItsSeqAsTombstone) 
     b.AssignSeq(e->order);
   }
   for (int i = 0; i < 3; ++i) b.Push(UploadType::kSamples, Samples(1000, 10 + i), 1000);
-  b.BeginSession();
   // seq 1, 2 (now empty), 3 are all still there to resend: the aggregator sees no hole.
   EXPECT_EQ(b.resend_from_seq(), 1u);
   std::vector<uint64_t> seqs;
