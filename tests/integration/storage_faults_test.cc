@@ -604,8 +604,12 @@ TEST_F(StorageFaultTest, AgentCutOffLongerThanItsBuffer) {
   EXPECT_EQ(pending, 0);
   EXPECT_EQ(stored_during + static_cast<uint64_t>(dropped), kDuring);
   // The memory bound: held data costs at most the buffer; an unbounded buffer would have grown
-  // by the 200,000 records' in-memory size (over 40 MB).
+  // by the 200,000 records' in-memory size (over 40 MB). Not under ASan: its quarantine holds
+  // back up to 256 MB of freed memory (and redzones pad every allocation), so the instrumented
+  // agent's RSS grows with what it frees, not with what it holds (+150 MB here).
+#if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(rss_max - rss_before, 3 * kBuffer + (8u << 20));
+#endif
 }
 
 }  // namespace

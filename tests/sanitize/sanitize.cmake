@@ -69,7 +69,15 @@ endif()
 # Tests registered with add_test (not GoogleTest): environment, and no_sanitize with the reasons.
 get_property(_san_plain_tests DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
 foreach(_t IN LISTS _san_plain_tests)
-  set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT ${_san_env})
+  set(_env ${_san_env})
+  if(_t STREQUAL "systemd_sandbox")
+    # The daemons run under their units' seccomp filter, which denies ptrace (@debug), and
+    # LeakSanitizer stops the world with ptrace: at exit it dies with "LeakSanitizer has
+    # encountered a fatal error". Leaks of the same daemons are checked by every other process
+    # test; here ASan and UBSan still run, only the leak check is off.
+    list(TRANSFORM _env REPLACE "detect_leaks=1" "detect_leaks=0")
+  endif()
+  set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT ${_env})
 endforeach()
 # deploy_package_contents checks the packages' Depends (the plugin's is libc6 only), which an
 # instrumented build changes (libasan8, libubsan1); deploy_package_install and deploy_image_rootfs
