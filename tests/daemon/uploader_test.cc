@@ -645,7 +645,7 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
   auto fan = MakeFanout(&links);
   ASSERT_NE(fan, nullptr);
   ASSERT_EQ(fan->size(), 2u);
-  EXPECT_NE(fan->replica(0).agent_epoch(), fan->replica(1).agent_epoch());
+  EXPECT_NE(fan->replica(0)->agent_epoch(), fan->replica(1)->agent_epoch());
   Table t = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "symbol_error")});
   for (int i = 0; i < 5; ++i) fan->OnSnapshot(Snap(t, 1000 * i, 100 + i));
   for (int i = 0; i < 3; ++i) fan->EnqueueCollectives(Collectives("job-a", i * 10, 10));
@@ -660,18 +660,18 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
   // The live replica holds all 9 messages (5 batches, 3 collective batches, 1 link event batch).
   ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.contiguous() >= 9; }, kWait))
       << logs_.All();
-  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->replica(0).Stats().buffer_messages == 0; },
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->replica(0)->Stats().buffer_messages == 0; },
                                       kWait));
   EXPECT_TRUE(fan->AnyConnected());
-  EXPECT_FALSE(fan->replica(1).Stats().connected);
+  EXPECT_FALSE(fan->replica(1)->Stats().connected);
   // Kept for the dead replica (its control thread forwards the link event on its own beat).
   EXPECT_TRUE(FakeAggregator::WaitFor(
-      [&] { return fan->replica(1).Stats().buffer_messages == 9; }, kWait))
-      << fan->replica(1).Stats().buffer_messages;
+      [&] { return fan->replica(1)->Stats().buffer_messages == 9; }, kWait))
+      << fan->replica(1)->Stats().buffer_messages;
 
   second_.Start();
   ASSERT_TRUE(FakeAggregator::WaitFor(
-      [&] { return second_.contiguous() >= 9 && fan->replica(1).Stats().buffer_messages == 0; },
+      [&] { return second_.contiguous() >= 9 && fan->replica(1)->Stats().buffer_messages == 0; },
       kWait))
       << logs_.All();
   for (const FakeAggregator* agg : {&fake_, &second_}) {
