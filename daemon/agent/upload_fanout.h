@@ -17,7 +17,8 @@
 // session; each old replica's uploader is retired on a thread of its own: it flushes what it holds
 // for at most the flush timeout, closes its session (a half-close when everything was
 // acknowledged) and is freed. Collective records meant for a replica being retired still go to its
-// uploader until it is gone. A collectives-only uploader whose replica joins the node's shard is
+// uploader until it is gone, and so may link events logged meanwhile (it forwards the link log
+// until it stops). A new replica's uploader forwards the link events still in the agent's ring. A collectives-only uploader whose replica joins the node's shard is
 // retired the same way (the new uploader carries the collectives from then on).
 //
 // Producers (the sampler thread, the collective listener) call it as they would one Uploader and
