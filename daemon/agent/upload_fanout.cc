@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/common/log.h"
 
 namespace ringside::daemon {
 
@@ -41,9 +42,11 @@ absl::StatusOr<std::shared_ptr<Uploader>> UploadFanout::MakeNodeUploader(
 }
 
 absl::StatusOr<std::unique_ptr<UploadFanout>> UploadFanout::Create(
-    const UploaderOptions& base, const std::vector<std::string>& targets,
+    const UploaderOptions& base_in, const std::vector<std::string>& targets,
     const LinkEventLog* links, JobReplicas job_replicas) {
   if (targets.empty()) return absl::InvalidArgumentError("no aggregator address");
+  UploaderOptions base = base_in;
+  if (!base.log) base.log = [](const std::string& m) { LogLine(m); };
   std::vector<std::shared_ptr<Uploader>> uploaders;
   for (const std::string& target : targets) {
     absl::StatusOr<std::shared_ptr<Uploader>> up = MakeNodeUploader(base, target, links);
@@ -71,7 +74,7 @@ std::shared_ptr<Uploader> UploadFanout::ForTarget(const std::string& target) {
   o.capabilities = {"collectives"};  // this node's counters go to its own shard
   absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), nullptr);
   if (!up.ok()) {
-    if (base_.log) base_.log(absl::StrCat("collective records for ", target, ": ", up.status().ToString()));
+    base_.log(absl::StrCat("collective records for ", target, ": ", up.status().ToString()));
     return nullptr;
   }
   std::shared_ptr<Uploader> made(*std::move(up));
@@ -161,10 +164,8 @@ void UploadFanout::RetireLocked(std::string target, std::shared_ptr<Uploader> up
   Retiree* raw = &r;  // list elements stay put
   r.thread = std::thread([this, raw, flush_timeout] {
     const bool clean = raw->uploader->Shutdown(flush_timeout);
-    if (base_.log) {
-      base_.log(absl::StrCat("upload to ", raw->target, " retired (the node moved to another shard)",
-                             clean ? ", everything acknowledged" : ", not everything acknowledged"));
-    }
+    base_.log(absl::StrCat("upload to ", raw->target, " retired (the node moved to another shard)",
+                           clean ? ", everything acknowledged" : ", not everything acknowledged"));
     absl::MutexLock l(&mu_);
     raw->done = true;
   });
