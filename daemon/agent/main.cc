@@ -95,7 +95,8 @@ ABSL_FLAG(std::string, shard_placement, "auto",
           "With --shard-map, what places this node on a shard: topology (its leaf in the "
           "--topology file), lldp (the switch lldpd sees at the other end of its RoCE ports; the "
           "node moves when that changes), name (a hash of the node name), or auto: the file when "
-          "it knows the node, else LLDP, else the name (docs/scale.md).");
+          "it knows the node, else its leaf in its own --fabric-discover graph, else LLDP, else "
+          "the name (docs/scale.md).");
 ABSL_FLAG(absl::Duration, shard_placement_wait, absl::Seconds(10),
           "With --shard-placement=auto|lldp and no leaf from --topology: how long to wait at "
           "start for lldpd to name this node's leaf before placing by name (the node moves when "

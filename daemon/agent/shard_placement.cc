@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/ibmad/subnet_topology.h"
 #include "collectors/lldp/lldp_collector.h"
 #include "collectors/lldp/lldp_leaf.h"
 #include "daemon/agent/metric_catalog.h"
@@ -95,6 +96,18 @@ std::string LldpLeafFromNeighbors(absl::string_view node,
   return LldpLeafOfNode(node, records);
 }
 
+std::string IbLeafOfNode(absl::string_view node, const std::vector<collectors::InfoRecord>& records) {
+  std::vector<collectors::InfoRecord> ib;
+  for (const collectors::InfoRecord& r : records) {
+    if (r.source == "ib_node" || r.source == "ib_link") ib.push_back(r);
+  }
+  if (ib.empty()) return "";
+  absl::StatusOr<analysis::Topology> t = collectors::TopologyFromInfoRecords(ib);
+  if (!t.ok()) return "";
+  std::vector<std::string> leaves = t->LeavesOf(node);
+  return leaves.empty() ? std::string() : leaves.front();
+}
+
 std::string WaitForLeaf(const std::function<std::string()>& leaf_now, absl::Duration wait,
                         absl::Duration poll) {
   const absl::Time deadline = absl::Now() + wait;
@@ -167,13 +180,24 @@ ShardPlacement::Change ShardPlacement::Update(absl::string_view leaf) {
 
 ShardPlacement::Change ShardPlacement::OnSnapshot(const AgentSnapshot& snap) {
   if (!uses_discovery_) return {};
-  std::vector<const collectors::SeriesTable*> tables;
+  // Tables are immutable once published: the same pointers, the same leaves.
+  std::vector<const collectors::SeriesTable*> lldp_tables;
+  const collectors::SeriesTable* ib_table = nullptr;
   for (const collectors::CollectorSnapshot& cs : snap.collectors) {
-    if (cs.collector == "netdev" || cs.collector == "lldp") tables.push_back(cs.table.get());
+    if (cs.collector == "netdev" || cs.collector == "lldp") lldp_tables.push_back(cs.table.get());
+    if (cs.collector == "ibdisc" && mode_ == ShardPlacementMode::kAuto) {
+      ib_table = cs.table.get();
+      if (ib_table != ib_table_seen_) {
+        ib_table_seen_ = ib_table;
+        ib_leaf_ = ib_table != nullptr ? IbLeafOfNode(node_, ib_table->info) : "";
+      }
+    }
   }
-  if (tables == tables_seen_) return {};  // tables are immutable once published
-  tables_seen_ = std::move(tables);
-  return Update(LldpLeafOfSnapshot(snap));
+  if (lldp_tables != lldp_tables_seen_) {
+    lldp_tables_seen_ = std::move(lldp_tables);
+    lldp_leaf_ = LldpLeafOfSnapshot(snap);
+  }
+  return Update(!ib_leaf_.empty() ? ib_leaf_ : lldp_leaf_);
 }
 
 std::string ShardPlacement::shard() const {

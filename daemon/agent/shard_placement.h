@@ -10,6 +10,11 @@
 //   first in sorted order, as ShardMap::NodePlacementKey takes. Management NICs (no RDMA device)
 //   are left out. Unlike the aggregator, the agent cannot tell a cable to another host from one to
 //   a switch unless the peer is itself, so a RoCE port cabled straight to another host counts here.
+// - InfiniBand: an agent running subnet discovery (--fabric-discover) has the whole subnet graph
+//   ("ib_node" / "ib_link" records); turned into the analysis::Topology an ibnetdiscover file of
+//   the same fabric gives (collectors/ibmad/subnet_topology.h), it names the leaves of the node's
+//   HCAs (found by their node description, as in the file). In auto mode it comes before LLDP, as
+//   on the aggregator.
 //
 // Pure logic and a small thread-safe state: no flags, no processes, no sockets.
 #ifndef RINGSIDE_DAEMON_AGENT_SHARD_PLACEMENT_H_
@@ -38,7 +43,8 @@ namespace ringside::daemon {
 
 // --shard-placement.
 enum class ShardPlacementMode {
-  kAuto,      // the --topology file when it knows the node, else LLDP, else the node name
+  kAuto,      // the --topology file when it knows the node, else InfiniBand discovery, else
+              // LLDP, else the node name
   kTopology,  // the --topology file only (else the name)
   kLldp,      // LLDP only (else the name)
   kName,      // the node name: never moves
@@ -58,6 +64,11 @@ std::string LldpLeafOfSnapshot(const AgentSnapshot& snap);
 std::string LldpLeafFromNeighbors(absl::string_view node,
                                   const std::vector<collectors::LldpNeighbor>& neighbors,
                                   const std::map<std::string, collectors::RdmaPortRef>& rdma);
+
+// The first leaf of `node` in the subnet graph of "ib_node" / "ib_link" records (others are
+// ignored): the leaf ShardMap::NodePlacementKey takes from an ibnetdiscover file of that fabric.
+// "" when the graph does not name the node's HCAs.
+std::string IbLeafOfNode(absl::string_view node, const std::vector<collectors::InfoRecord>& records);
 
 // Asks `leaf_now` every `poll` until it names a leaf or `wait` has passed; "" when none did.
 std::string WaitForLeaf(const std::function<std::string()>& leaf_now, absl::Duration wait,
@@ -92,7 +103,9 @@ class ShardPlacement {
   // Places by `leaf` ("": nothing discovered now, the last discovered leaf stays: a port whose
   // neighbour timed out keeps the node where it is).
   Change Update(absl::string_view leaf) ABSL_LOCKS_EXCLUDED(mu_);
-  // Update(LldpLeafOfSnapshot(snap)) when the netdev or lldp tables changed since the last call.
+  // Update() with the leaf of a cycle's tables when they changed since the last call: in auto mode
+  // the InfiniBand discovery's ("ibdisc") when it names one, else LLDP's (netdev and lldp); in
+  // lldp mode LLDP's.
   Change OnSnapshot(const AgentSnapshot& snap) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::string shard() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -115,7 +128,11 @@ class ShardPlacement {
   size_t shard_ ABSL_GUARDED_BY(mu_) = 0;
   std::string key_ ABSL_GUARDED_BY(mu_);
   uint64_t moves_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<const collectors::SeriesTable*> tables_seen_;  // sampling thread only
+  // Sampling thread only: the tables last read and the leaves found in them.
+  std::vector<const collectors::SeriesTable*> lldp_tables_seen_;
+  const collectors::SeriesTable* ib_table_seen_ = nullptr;
+  std::string lldp_leaf_;
+  std::string ib_leaf_;
 };
 
 }  // namespace ringside::daemon

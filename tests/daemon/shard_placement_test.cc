@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/shard_map.h"
 #include "analysis/topology.h"
+#include "collectors/ibmad/subnet_graph.h"
 #include "collectors/lldp/lldp_collector.h"
 #include "daemon/aggregator/lldp_topology.h"
 #include "prometheus/text_serializer.h"
@@ -280,6 +282,101 @@ TEST(ShardPlacementTest, OnSnapshotReadsTheNetdevAndLldpTables) {
   snap.collectors[1].table = recabled;
   EXPECT_EQ(p.OnSnapshot(snap).key, "leaf:leaf-b");
   EXPECT_EQ(p.key(), "leaf:leaf-b");
+}
+
+// A subnet with a spine, two leaf switches under it and gpu-07's two HCAs, one on each leaf (as a
+// discovery pass finds it).
+collectors::SubnetGraph TwoLeafSubnet() {
+  collectors::SubnetGraph g;
+  auto node = [&](uint64_t guid, uint8_t type, uint8_t ports, const std::string& desc, uint16_t lid) {
+    collectors::DiscoveredNode& n = g.nodes[guid];
+    n.info.node_type = type;
+    n.info.num_ports = ports;
+    n.info.node_guid = guid;
+    n.info.port_guid = guid;
+    n.info.system_image_guid = guid;
+    n.info.vendor_id = 0x2c9;
+    n.description = desc;
+    n.lid = lid;
+  };
+  node(0x200, 2, 8, "MF0;leafA:MQM8700/U1", 2);
+  node(0x300, 2, 8, "MF0;leafB:MQM8700/U1", 3);
+  node(0x900, 2, 8, "MF0;spine1:MQM8700/U1", 9);
+  node(0x700, 1, 1, "gpu-07 mlx5_0", 7);
+  node(0x701, 1, 1, "gpu-07 mlx5_1", 8);
+  auto cable = [&](uint64_t a, uint8_t a_port, uint64_t b, uint8_t b_port) {
+    collectors::DiscoveredPort p;
+    p.state = 4;
+    p.phys_state = 5;
+    p.width_active = 2;
+    p.speed_active = 4;
+    for (auto [guid, num] : {std::pair{a, a_port}, std::pair{b, b_port}}) {
+      collectors::DiscoveredNode& n = g.nodes[guid];
+      p.num = num;
+      p.lid = n.lid;
+      p.port_guid = n.info.node_type == 1 ? guid : 0;
+      n.ports[num] = p;
+    }
+    g.links.push_back({a, a_port, b, b_port});
+  };
+  cable(0x200, 1, 0x900, 1);
+  cable(0x300, 1, 0x900, 2);
+  cable(0x200, 3, 0x700, 1);
+  cable(0x300, 5, 0x701, 1);
+  std::sort(g.links.begin(), g.links.end());
+  g.start_guid = 0x700;
+  g.complete = true;
+  return g;
+}
+
+TEST(ShardPlacementTest, InfinibandLeafFromTheAgentsOwnDiscoveryIsTheIbnetdiscoverFilesLeaf) {
+  const collectors::SubnetGraph g = TwoLeafSubnet();
+  const std::vector<InfoRecord> records = collectors::GraphInfoRecords(g);
+  const std::string leaf = IbLeafOfNode("gpu-07", records);
+  EXPECT_EQ(leaf, "0x0000000000000200");
+  EXPECT_EQ(IbLeafOfNode("gpu-99", records), "");
+  EXPECT_EQ(IbLeafOfNode("gpu-07", {}), "");
+
+  // ibnetdiscover's text of the same fabric, as an operator's --topology file.
+  absl::StatusOr<analysis::Topology> file = analysis::Topology::Parse(
+      collectors::IbnetdiscoverText(g), analysis::Topology::Format::kIbnetdiscover);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::string key = PlacementKey(ShardPlacementMode::kAuto, "gpu-07", nullptr, leaf);
+  EXPECT_EQ(key, analysis::ShardMap::NodePlacementKey("gpu-07", &*file));
+
+  // From a cycle: in auto mode the discovery's leaf wins over LLDP's (as on the aggregator); in
+  // lldp mode only LLDP counts.
+  auto ib = std::make_shared<collectors::SeriesTable>();
+  ib->info = records;
+  auto netdev = std::make_shared<collectors::SeriesTable>();
+  netdev->info = {Netdev("ens1f0", "mlx5_0")};
+  auto lldp = std::make_shared<collectors::SeriesTable>();
+  lldp->info = {collectors::LldpInfoRecord(Neighbor("ens1f0", "roce-leaf", "0c:a", "Eth1"))};
+  AgentSnapshot snap;
+  snap.node = "gpu-07";
+  snap.collectors.push_back({"netdev", netdev});
+  snap.collectors.push_back({"lldp", lldp});
+  snap.collectors.push_back({"ibdisc", ib});
+  auto map = FourShards();
+  ShardPlacement placed(map, ShardPlacementMode::kAuto, "gpu-07", nullptr);
+  placed.OnSnapshot(snap);
+  EXPECT_EQ(placed.key(), key);
+  EXPECT_EQ(placed.shard(), map->shards()[map->ShardOfNode("gpu-07", &*file)].name);
+  ShardPlacement lldp_only(map, ShardPlacementMode::kLldp, "gpu-07", nullptr);
+  lldp_only.OnSnapshot(snap);
+  EXPECT_EQ(lldp_only.key(), "leaf:roce-leaf");
+
+  // The next pass finds mlx5_0 gone (its cable pulled): the node's first leaf is now leafB.
+  collectors::SubnetGraph g2 = g;
+  g2.links.erase(std::find(g2.links.begin(), g2.links.end(),
+                           collectors::DiscoveredLink{0x200, 3, 0x700, 1}));
+  g2.nodes.erase(0x700);
+  auto ib2 = std::make_shared<collectors::SeriesTable>();
+  ib2->info = collectors::GraphInfoRecords(g2);
+  snap.collectors[2].table = ib2;
+  ShardPlacement::Change c = placed.OnSnapshot(snap);
+  EXPECT_TRUE(c.key_changed);
+  EXPECT_EQ(c.key, "leaf:0x0000000000000300");
 }
 
 TEST(ShardPlacementTest, WaitForLeafPollsUntilALeafOrTheWaitEnds) {
