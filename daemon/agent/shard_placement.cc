@@ -180,17 +180,14 @@ ShardPlacement::Change ShardPlacement::Update(absl::string_view leaf) {
 
 ShardPlacement::Change ShardPlacement::OnSnapshot(const AgentSnapshot& snap) {
   if (!uses_discovery_) return {};
-  // Tables are immutable once published: the same pointers, the same leaves.
-  std::vector<const collectors::SeriesTable*> lldp_tables;
-  const collectors::SeriesTable* ib_table = nullptr;
+  // Tables are immutable once published: the same tables, the same leaves.
+  std::vector<std::shared_ptr<const collectors::SeriesTable>> lldp_tables;
   for (const collectors::CollectorSnapshot& cs : snap.collectors) {
-    if (cs.collector == "netdev" || cs.collector == "lldp") lldp_tables.push_back(cs.table.get());
-    if (cs.collector == "ibdisc" && mode_ == ShardPlacementMode::kAuto) {
-      ib_table = cs.table.get();
-      if (ib_table != ib_table_seen_) {
-        ib_table_seen_ = ib_table;
-        ib_leaf_ = ib_table != nullptr ? IbLeafOfNode(node_, ib_table->info) : "";
-      }
+    if (cs.collector == "netdev" || cs.collector == "lldp") lldp_tables.push_back(cs.table);
+    if (cs.collector == "ibdisc" && mode_ == ShardPlacementMode::kAuto &&
+        cs.table != ib_table_seen_) {
+      ib_table_seen_ = cs.table;
+      ib_leaf_ = cs.table != nullptr ? IbLeafOfNode(node_, cs.table->info) : "";
     }
   }
   if (lldp_tables != lldp_tables_seen_) {

@@ -128,9 +128,10 @@ class ShardPlacement {
   size_t shard_ ABSL_GUARDED_BY(mu_) = 0;
   std::string key_ ABSL_GUARDED_BY(mu_);
   uint64_t moves_ ABSL_GUARDED_BY(mu_) = 0;
-  // Sampling thread only: the tables last read and the leaves found in them.
-  std::vector<const collectors::SeriesTable*> lldp_tables_seen_;
-  const collectors::SeriesTable* ib_table_seen_ = nullptr;
+  // Sampling thread only: the tables last read (held, so that a new table never takes a freed
+  // one's address unnoticed) and the leaves found in them.
+  std::vector<std::shared_ptr<const collectors::SeriesTable>> lldp_tables_seen_;
+  std::shared_ptr<const collectors::SeriesTable> ib_table_seen_;
   std::string lldp_leaf_;
   std::string ib_leaf_;
 };
