@@ -65,6 +65,10 @@ class ShardMap {
   size_t ShardOfNode(absl::string_view node, const Topology* topology = nullptr) const;
   size_t ShardOfJob(absl::string_view job) const;
 
+  // Index of the shard for a placement key ("leaf:<id>", "node:<name>", "job:<id>"): an agent
+  // that found its leaf itself (LLDP) places by "leaf:<id>" without a topology.
+  size_t ShardOfKey(absl::string_view key) const { return Place(key); }
+
   // The key a node is placed by: "leaf:<id>" when the topology knows its leaves, else
   // "node:<name>".
   static std::string NodePlacementKey(absl::string_view node, const Topology* topology);

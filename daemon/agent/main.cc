@@ -36,6 +36,7 @@
 #include "daemon/agent/link_events.h"
 #include "daemon/agent/render.h"
 #include "daemon/agent/sampler.h"
+#include "daemon/agent/shard_placement.h"
 #include "daemon/agent/upload_fanout.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/flags.h"
@@ -88,8 +89,19 @@ ABSL_FLAG(std::string, shard_map, "",
           "Aggregator shards instead of --aggregator (docs/scale.md): a file with one shard a line "
           "(NAME HOST:PORT [HOST:PORT...], the replicas), or statefulset:COUNT:TEMPLATE[,TEMPLATE] "
           "with {shard} in each replica's address. This node's counters and link events go to "
-          "the replicas of its shard (by its leaf switch with --topology, else by its name); each "
-          "job's collective records to the replicas of the job's shard.");
+          "the replicas of its shard (by its leaf switch: see --shard-placement); each job's "
+          "collective records to the replicas of the job's shard.");
+ABSL_FLAG(std::string, shard_placement, "auto",
+          "With --shard-map, what places this node on a shard: topology (its leaf in the "
+          "--topology file), lldp (the switch lldpd sees at the other end of its RoCE ports; the "
+          "node moves when that changes), name (a hash of the node name), or auto: the file when "
+          "it knows the node, else its leaf in its own --fabric-discover graph, else LLDP, else "
+          "the name (docs/scale.md).");
+ABSL_FLAG(absl::Duration, shard_placement_wait, absl::Seconds(10),
+          "With --shard-placement=auto|lldp and no leaf from --topology: how long to wait at "
+          "start for lldpd to name this node's leaf before placing by name (the node moves when "
+          "LLDP names one later). lldpd sends every 30 s by default (tx-interval), so a lldpd "
+          "started with the agent may need longer.");
 ABSL_FLAG(std::string, topology, "",
           "With --shard-map: ibnetdiscover output or \"node switch\" lines, so that the nodes "
           "of one leaf switch share a shard (the aggregators' --topology).");
@@ -387,6 +399,7 @@ int main(int argc, char** argv) {
   // With shards, where this node's counters and each job's records go (analysis/shard_map.h).
   std::shared_ptr<const ringside::analysis::ShardMap> shards;
   std::shared_ptr<const ringside::analysis::Topology> agent_topology;
+  std::shared_ptr<ringside::daemon::ShardPlacement> placement;
   std::string aggregator = absl::GetFlag(FLAGS_aggregator);
   if (const std::string spec = absl::GetFlag(FLAGS_shard_map); !spec.empty()) {
     if (!aggregator.empty()) {
@@ -407,12 +420,47 @@ int main(int argc, char** argv) {
       }
       agent_topology = std::make_shared<const ringside::analysis::Topology>(*std::move(t));
     }
-    const ringside::analysis::Shard& mine =
-        shards->shards()[shards->ShardOfNode(node, agent_topology.get())];
-    aggregator = absl::StrJoin(mine.replicas, ",");
-    LogLine(absl::StrCat("shard ", mine.name, " of ", shards->size(), " (placed by ",
-                         ringside::analysis::ShardMap::NodePlacementKey(node, agent_topology.get()),
-                         "): counters to ", aggregator));
+    absl::StatusOr<ringside::daemon::ShardPlacementMode> mode =
+        ringside::daemon::ParseShardPlacementMode(absl::GetFlag(FLAGS_shard_placement));
+    if (!mode.ok()) {
+      std::fprintf(stderr, "ringside-agent: --shard-placement: %s\n", mode.status().ToString().c_str());
+      return 2;
+    }
+    if (*mode == ringside::daemon::ShardPlacementMode::kTopology && !agent_topology) {
+      std::fprintf(stderr, "ringside-agent: --shard-placement=topology needs --topology\n");
+      return 2;
+    }
+    placement = std::make_shared<ringside::daemon::ShardPlacement>(shards, *mode, node,
+                                                                   agent_topology);
+    if (placement->UsesDiscovery() && absl::GetFlag(FLAGS_lldp)) {
+      // The first LLDP read before the first cycle: lldpd asked directly, every second.
+      ringside::collectors::LldpClientOptions client;
+      client.socket_path = absl::GetFlag(FLAGS_lldp_socket);
+      const std::string sysfs_root = ib.sysfs_root;
+      const absl::Duration wait = absl::GetFlag(FLAGS_shard_placement_wait);
+      std::string leaf = ringside::daemon::WaitForLeaf(
+          [&] {
+            absl::StatusOr<std::vector<ringside::collectors::LldpNeighbor>> n =
+                ringside::collectors::ReadLldpNeighbors(client);
+            if (!n.ok()) return std::string();
+            return ringside::daemon::LldpLeafFromNeighbors(
+                node, *n,
+                ringside::collectors::MapNetdevsToRdmaPorts(
+                    ringside::collectors::DefaultFileSystem(), sysfs_root));
+          },
+          wait, absl::Seconds(1));
+      if (leaf.empty()) {
+        LogLine(absl::StrCat("shard placement: LLDP named no leaf within ",
+                             absl::FormatDuration(wait),
+                             " (--shard-placement-wait): placed by name, moves when it names one"));
+      } else {
+        placement = std::make_shared<ringside::daemon::ShardPlacement>(shards, *mode, node,
+                                                                       agent_topology, leaf);
+      }
+    }
+    aggregator = absl::StrJoin(placement->replicas(), ",");
+    LogLine(absl::StrCat("shard ", placement->shard(), " of ", shards->size(), " (placed by ",
+                         placement->key(), "): counters to ", aggregator));
   }
   if (!aggregator.empty()) {
     const int64_t buffer = absl::GetFlag(FLAGS_upload_buffer);
@@ -450,8 +498,8 @@ int main(int argc, char** argv) {
     }
     uploader = std::move(*up);
     for (size_t i = 0; i < uploader->size(); ++i) {
-      LogLine(absl::StrCat("uploading to ", uploader->replica(i).options().target,
-                           " (agent epoch ", uploader->replica(i).agent_epoch(), ", buffer ",
+      LogLine(absl::StrCat("uploading to ", uploader->replica(i)->options().target,
+                           " (agent epoch ", uploader->replica(i)->agent_epoch(), ", buffer ",
                            buffer, " bytes)"));
     }
   }
@@ -506,7 +554,7 @@ int main(int argc, char** argv) {
     ho.upload_stats = [up = uploader.get()] {
       std::vector<ringside::daemon::ReplicaUploadStats> out;
       for (size_t i = 0; i < up->size(); ++i) {
-        out.push_back({up->replica(i).options().target, up->replica(i).Stats()});
+        if (auto r = up->replica(i)) out.push_back({r->options().target, r->Stats()});
       }
       return out;
     };
@@ -527,6 +575,19 @@ int main(int argc, char** argv) {
       std::vector<ringside::collectors::LinkEvent> events = fabric_scan->TakeEvents();
       if (!events.empty()) link_log.Append(std::move(events));
     }
+    // The node's leaf changed (recabling, or LLDP named it after the start): move its uploads.
+    if (placement && uploader) {
+      ringside::daemon::ShardPlacement::Change c = placement->OnSnapshot(*snap);
+      if (c.moved) {
+        LogLine(absl::StrCat("shard moved from ", c.from, " to ", c.to, " (placed by ", c.key,
+                             "): counters to ", absl::StrJoin(c.replicas, ",")));
+        if (absl::Status st = uploader->MoveNodeTo(c.replicas, upload_flush_timeout); !st.ok()) {
+          LogLine(absl::StrCat("shard move to ", c.to, " failed: ", st.ToString()));
+        }
+      } else if (c.key_changed) {
+        LogLine(absl::StrCat("shard ", c.to, " kept (now placed by ", c.key, ")"));
+      }
+    }
     if (uploader) uploader->OnSnapshot(*snap);
     if (!print_rates) return;
     std::string text = rates.Render(*snap);
@@ -545,7 +606,15 @@ int main(int argc, char** argv) {
   eo.links = link_reader ? &link_log : nullptr;
   eo.link_reader = link_reader.get();
   eo.ethtool_all = absl::GetFlag(FLAGS_ethtool_all_metrics);
-  if (uploader) eo.extra_families = [up = uploader.get()] { return up->MetricFamilies(); };
+  if (uploader) {
+    eo.extra_families = [up = uploader.get(), placement] {
+      std::vector<prometheus::MetricFamily> out = up->MetricFamilies();
+      if (placement) {
+        for (prometheus::MetricFamily& f : placement->MetricFamilies()) out.push_back(std::move(f));
+      }
+      return out;
+    };
+  }
   auto collectable = std::make_shared<ringside::daemon::SnapshotCollectable>(&sampler, eo);
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::shared_ptr<prometheus::Collectable> collective_families;

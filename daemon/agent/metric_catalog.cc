@@ -243,6 +243,9 @@ constexpr std::array kCatalog = std::to_array<MetricSpec>({
   {"self", "upload_series", "ringside_agent_upload_series", G, 1, "Series ids assigned for upload (stable per series for the agent's lifetime)."},
   {"self", "upload_session_ends", "ringside_agent_upload_session_ends_total", C, 1, "Stream sessions that ended, by reason: closed (by the aggregator), a gRPC status code (unavailable, failed_precondition, permission_denied, unauthenticated, ...), version_mismatch, hello_timeout, write_timeout, ack_timeout, protocol_error."},
   {"self", "upload_last_session_end", "ringside_agent_upload_last_session_end_timestamp_seconds", G, 1, "When a session last ended for this reason (Unix time)."},
+  // Shard placement (--shard-map; daemon/agent/shard_placement.h).
+  {"self", "shard_info", "ringside_agent_shard_info", G, 1, "The aggregator shard this node's counters and link events go to, with the key it was placed by (placed_by=leaf:<id>|node:<name>) and the --shard-placement mode; value 1."},
+  {"self", "shard_moves", "ringside_agent_shard_moves_total", C, 1, "Times this node moved to another shard because its discovered leaf switch changed (recabling, or LLDP naming a leaf after the start)."},
 });
 // clang-format on
 

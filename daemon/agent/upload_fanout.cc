@@ -1,5 +1,6 @@
 #include "daemon/agent/upload_fanout.h"
 
+#include <algorithm>
 #include <set>
 #include <thread>
 #include <utility>
@@ -7,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/common/log.h"
 
 namespace ringside::daemon {
 
@@ -27,32 +29,44 @@ absl::StatusOr<std::vector<std::string>> ParseAggregatorList(absl::string_view l
   return out;
 }
 
+absl::StatusOr<std::shared_ptr<Uploader>> UploadFanout::MakeNodeUploader(
+    const UploaderOptions& base, const std::string& target, const LinkEventLog* links) {
+  UploaderOptions o = base;
+  o.target = target;
+  o.agent_epoch = 0;  // each replica its own epoch: its sequence numbers are its own
+  absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), links);
+  if (!up.ok()) {
+    return absl::Status(up.status().code(), absl::StrCat(target, ": ", up.status().message()));
+  }
+  return std::shared_ptr<Uploader>(*std::move(up));
+}
+
 absl::StatusOr<std::unique_ptr<UploadFanout>> UploadFanout::Create(
-    const UploaderOptions& base, const std::vector<std::string>& targets,
+    const UploaderOptions& base_in, const std::vector<std::string>& targets,
     const LinkEventLog* links, JobReplicas job_replicas) {
   if (targets.empty()) return absl::InvalidArgumentError("no aggregator address");
-  std::vector<std::unique_ptr<Uploader>> uploaders;
+  UploaderOptions base = base_in;
+  if (!base.log) base.log = [](const std::string& m) { LogLine(m); };
+  std::vector<std::shared_ptr<Uploader>> uploaders;
   for (const std::string& target : targets) {
-    UploaderOptions o = base;
-    o.target = target;
-    o.agent_epoch = 0;  // each replica its own epoch: its sequence numbers are its own
-    absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), links);
-    if (!up.ok()) {
-      return absl::Status(up.status().code(), absl::StrCat(target, ": ", up.status().message()));
-    }
+    absl::StatusOr<std::shared_ptr<Uploader>> up = MakeNodeUploader(base, target, links);
+    if (!up.ok()) return up.status();
     uploaders.push_back(*std::move(up));
   }
   return std::unique_ptr<UploadFanout>(
-      new UploadFanout(base, std::move(uploaders), std::move(job_replicas)));
+      new UploadFanout(base, links, std::move(uploaders), std::move(job_replicas)));
 }
 
-Uploader* UploadFanout::ForTarget(const std::string& target) {
-  for (const auto& up : uploaders_) {
-    if (up->options().target == target) return up.get();
-  }
+std::shared_ptr<Uploader> UploadFanout::ForTarget(const std::string& target) {
   absl::MutexLock l(&mu_);
+  for (const auto& up : uploaders_) {
+    if (up->options().target == target) return up;
+  }
+  for (const Retiree& r : retiring_) {
+    if (r.target == target && !r.done) return r.uploader;
+  }
   auto it = job_uploaders_.find(target);
-  if (it != job_uploaders_.end()) return it->second.get();
+  if (it != job_uploaders_.end()) return it->second;
   if (shut_down_) return nullptr;
   UploaderOptions o = base_;
   o.target = target;
@@ -60,19 +74,40 @@ Uploader* UploadFanout::ForTarget(const std::string& target) {
   o.capabilities = {"collectives"};  // this node's counters go to its own shard
   absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), nullptr);
   if (!up.ok()) {
-    if (base_.log) base_.log(absl::StrCat("collective records for ", target, ": ", up.status().ToString()));
+    base_.log(absl::StrCat("collective records for ", target, ": ", up.status().ToString()));
     return nullptr;
   }
-  Uploader* raw = up->get();
-  job_uploaders_.emplace(target, *std::move(up));
-  return raw;
+  std::shared_ptr<Uploader> made(*std::move(up));
+  job_uploaders_.emplace(target, made);
+  return made;
 }
 
-std::vector<Uploader*> UploadFanout::All() const {
-  std::vector<Uploader*> out;
-  for (const auto& up : uploaders_) out.push_back(up.get());
+std::vector<std::shared_ptr<Uploader>> UploadFanout::Nodes() const {
   absl::MutexLock l(&mu_);
-  for (const auto& [target, up] : job_uploaders_) out.push_back(up.get());
+  return uploaders_;
+}
+
+std::vector<std::shared_ptr<Uploader>> UploadFanout::All() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::shared_ptr<Uploader>> out = uploaders_;
+  for (const auto& [target, up] : job_uploaders_) out.push_back(up);
+  return out;
+}
+
+size_t UploadFanout::size() const {
+  absl::MutexLock l(&mu_);
+  return uploaders_.size();
+}
+
+std::shared_ptr<const Uploader> UploadFanout::replica(size_t i) const {
+  absl::MutexLock l(&mu_);
+  return i < uploaders_.size() ? uploaders_[i] : nullptr;
+}
+
+std::vector<std::string> UploadFanout::Targets() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> out;
+  for (const auto& up : uploaders_) out.push_back(up->options().target);
   return out;
 }
 
@@ -83,16 +118,24 @@ std::vector<std::string> UploadFanout::JobTargets() const {
   return out;
 }
 
+size_t UploadFanout::Retiring() const {
+  absl::MutexLock l(&mu_);
+  size_t n = 0;
+  for (const Retiree& r : retiring_) n += r.done ? 0 : 1;
+  return n;
+}
+
 UploadFanout::~UploadFanout() { Shutdown(absl::ZeroDuration()); }
 
 void UploadFanout::OnSnapshot(const AgentSnapshot& snap) {
-  for (const auto& up : uploaders_) up->OnSnapshot(snap);
+  for (const auto& up : Nodes()) up->OnSnapshot(snap);
 }
 
 void UploadFanout::EnqueueCollectives(v1::CollectiveBatch batch) {
   if (!job_replicas_) {
-    for (size_t i = 0; i + 1 < uploaders_.size(); ++i) uploaders_[i]->EnqueueCollectives(batch);
-    uploaders_.back()->EnqueueCollectives(std::move(batch));
+    const std::vector<std::shared_ptr<Uploader>> nodes = Nodes();
+    for (size_t i = 0; i + 1 < nodes.size(); ++i) nodes[i]->EnqueueCollectives(batch);
+    nodes.back()->EnqueueCollectives(std::move(batch));
     return;
   }
   // Split by the shard of each record's job: one batch per target replica.
@@ -109,8 +152,79 @@ void UploadFanout::EnqueueCollectives(v1::CollectiveBatch batch) {
     for (const std::string& t : it->second) (*by_target[t].mutable_dropped_by_job())[job] = dropped;
   }
   for (auto& [target, b] : by_target) {
-    if (Uploader* up = ForTarget(target)) up->EnqueueCollectives(std::move(b));
+    if (std::shared_ptr<Uploader> up = ForTarget(target)) up->EnqueueCollectives(std::move(b));
   }
+}
+
+void UploadFanout::RetireLocked(std::string target, std::shared_ptr<Uploader> up,
+                                absl::Duration flush_timeout) {
+  Retiree& r = retiring_.emplace_back();
+  r.target = std::move(target);
+  r.uploader = std::move(up);
+  Retiree* raw = &r;  // list elements stay put
+  r.thread = std::thread([this, raw, flush_timeout] {
+    const bool clean = raw->uploader->Shutdown(flush_timeout);
+    base_.log(absl::StrCat("upload to ", raw->target, " retired (the node moved to another shard)",
+                           clean ? ", everything acknowledged" : ", not everything acknowledged"));
+    absl::MutexLock l(&mu_);
+    raw->done = true;
+  });
+}
+
+void UploadFanout::JoinRetired(bool all) {
+  std::list<Retiree> finished;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto it = retiring_.begin(); it != retiring_.end();) {
+      if (all || it->done) {
+        auto next = std::next(it);
+        finished.splice(finished.end(), retiring_, it);
+        it = next;
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Outside the lock: a thread that is not done yet takes mu_ to say so.
+  for (Retiree& r : finished) {
+    if (r.thread.joinable()) r.thread.join();
+  }
+}
+
+absl::Status UploadFanout::MoveNodeTo(const std::vector<std::string>& targets,
+                                      absl::Duration flush_timeout) {
+  if (targets.empty()) return absl::InvalidArgumentError("no aggregator address");
+  JoinRetired(false);
+  const std::vector<std::shared_ptr<Uploader>> old = Nodes();
+  // Made outside the lock (Create builds a channel and starts a thread).
+  std::vector<std::shared_ptr<Uploader>> next;
+  for (const std::string& target : targets) {
+    std::shared_ptr<Uploader> keep;
+    for (const auto& up : old) {
+      if (up->options().target == target) keep = up;
+    }
+    if (!keep) {
+      absl::StatusOr<std::shared_ptr<Uploader>> made = MakeNodeUploader(base_, target, links_);
+      if (!made.ok()) return made.status();
+      keep = *std::move(made);
+    }
+    next.push_back(std::move(keep));
+  }
+  absl::MutexLock l(&mu_);
+  if (shut_down_) return absl::FailedPreconditionError("upload stopped");
+  for (const auto& up : uploaders_) {
+    if (std::find(next.begin(), next.end(), up) == next.end()) {
+      RetireLocked(up->options().target, up, flush_timeout);
+    }
+  }
+  for (const auto& up : next) {
+    auto it = job_uploaders_.find(up->options().target);
+    if (it == job_uploaders_.end()) continue;
+    RetireLocked(it->first, std::move(it->second), flush_timeout);
+    job_uploaders_.erase(it);
+  }
+  uploaders_ = std::move(next);
+  return absl::OkStatus();
 }
 
 bool UploadFanout::Shutdown(absl::Duration flush_timeout) {
@@ -119,22 +233,25 @@ bool UploadFanout::Shutdown(absl::Duration flush_timeout) {
     if (shut_down_) return true;
     shut_down_ = true;  // no new collectives-only uploader from now on
   }
-  const std::vector<Uploader*> all = All();
-  if (all.size() == 1) return all[0]->Shutdown(flush_timeout);
-  std::vector<char> clean(all.size(), 0);
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < all.size(); ++i) {
-    threads.emplace_back([&, i] { clean[i] = all[i]->Shutdown(flush_timeout) ? 1 : 0; });
+  const std::vector<std::shared_ptr<Uploader>> all = All();
+  bool clean_all = true;
+  if (all.size() == 1) {
+    clean_all = all[0]->Shutdown(flush_timeout);
+  } else {
+    std::vector<char> clean(all.size(), 0);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < all.size(); ++i) {
+      threads.emplace_back([&, i] { clean[i] = all[i]->Shutdown(flush_timeout) ? 1 : 0; });
+    }
+    for (std::thread& t : threads) t.join();
+    for (char c : clean) clean_all = clean_all && c != 0;
   }
-  for (std::thread& t : threads) t.join();
-  for (char c : clean) {
-    if (!c) return false;
-  }
-  return true;
+  JoinRetired(true);
+  return clean_all;
 }
 
 bool UploadFanout::AnyConnected() const {
-  for (const auto& up : uploaders_) {
+  for (const auto& up : Nodes()) {
     if (up->Stats().connected) return true;
   }
   return false;
@@ -142,7 +259,7 @@ bool UploadFanout::AnyConnected() const {
 
 std::vector<prometheus::MetricFamily> UploadFanout::MetricFamilies() const {
   std::vector<prometheus::MetricFamily> out;
-  for (const Uploader* up : All()) {
+  for (const auto& up : All()) {
     for (prometheus::MetricFamily& f : up->MetricFamilies()) {
       for (prometheus::ClientMetric& m : f.metric) {
         m.label.push_back({"aggregator", up->options().target});

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "collectors/lldp/lldp_leaf.h"
 
 namespace ringside::daemon {
 namespace {
@@ -13,14 +14,6 @@ namespace {
 std::string Label(const v1::InfoRecord& r, const char* key) {
   auto it = r.labels().find(key);
   return it == r.labels().end() ? std::string() : it->second;
-}
-
-// A switch name usable as one column of a `node switch` line.
-std::string Column(std::string s) {
-  for (char& c : s) {
-    if (c == ' ' || c == '\t' || c == '#' || c == '\r' || c == '\n') c = '_';
-  }
-  return s;
 }
 
 }  // namespace
@@ -44,8 +37,7 @@ std::vector<LldpPortPeer> LldpPeers(const std::map<std::string, NodeInfoRecords>
         p.rdma_port = it->second.second;
       }
       p.switch_id = Label(r, "chassis_id");
-      p.switch_name = Label(r, "chassis_name");
-      if (p.switch_name.empty()) p.switch_name = p.switch_id;
+      p.switch_name = collectors::LldpSwitchName(Label(r, "chassis_name"), p.switch_id);
       p.switch_port = Label(r, "port_id");
       p.switch_port_descr = Label(r, "port_descr");
       p.mgmt_addr = Label(r, "mgmt_addr");
@@ -66,7 +58,7 @@ std::map<std::string, std::vector<std::string>> LldpLeaves(const std::vector<Lld
   for (const LldpPortPeer& p : peers) {
     if (p.rdma_device.empty()) continue;           // not a RoCE port
     if (nodes.count(p.switch_name) > 0) continue;  // host-to-host cable
-    hosts[Column(p.switch_name)].insert(p.node);
+    hosts[collectors::LldpLeafId(p.switch_name)].insert(p.node);
   }
   std::map<std::string, std::vector<std::string>> out;
   for (auto& [leaf, h] : hosts) out[leaf].assign(h.begin(), h.end());
@@ -94,7 +86,7 @@ analysis::Topology LldpPortTopology(const std::vector<LldpPortPeer>& peers) {
     h.device = p.rdma_device;
     h.description = p.node;
     if (!absl::SimpleAtoi(p.rdma_port, &h.ca_port)) h.ca_port = 0;
-    h.leaf.id = Column(p.switch_name);
+    h.leaf.id = collectors::LldpLeafId(p.switch_name);
     h.leaf.name = p.switch_name;
     h.leaf.port_name = p.switch_port;
     h.any_device = true;

@@ -645,7 +645,7 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
   auto fan = MakeFanout(&links);
   ASSERT_NE(fan, nullptr);
   ASSERT_EQ(fan->size(), 2u);
-  EXPECT_NE(fan->replica(0).agent_epoch(), fan->replica(1).agent_epoch());
+  EXPECT_NE(fan->replica(0)->agent_epoch(), fan->replica(1)->agent_epoch());
   Table t = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "symbol_error")});
   for (int i = 0; i < 5; ++i) fan->OnSnapshot(Snap(t, 1000 * i, 100 + i));
   for (int i = 0; i < 3; ++i) fan->EnqueueCollectives(Collectives("job-a", i * 10, 10));
@@ -660,18 +660,18 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
   // The live replica holds all 9 messages (5 batches, 3 collective batches, 1 link event batch).
   ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.contiguous() >= 9; }, kWait))
       << logs_.All();
-  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->replica(0).Stats().buffer_messages == 0; },
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->replica(0)->Stats().buffer_messages == 0; },
                                       kWait));
   EXPECT_TRUE(fan->AnyConnected());
-  EXPECT_FALSE(fan->replica(1).Stats().connected);
+  EXPECT_FALSE(fan->replica(1)->Stats().connected);
   // Kept for the dead replica (its control thread forwards the link event on its own beat).
   EXPECT_TRUE(FakeAggregator::WaitFor(
-      [&] { return fan->replica(1).Stats().buffer_messages == 9; }, kWait))
-      << fan->replica(1).Stats().buffer_messages;
+      [&] { return fan->replica(1)->Stats().buffer_messages == 9; }, kWait))
+      << fan->replica(1)->Stats().buffer_messages;
 
   second_.Start();
   ASSERT_TRUE(FakeAggregator::WaitFor(
-      [&] { return second_.contiguous() >= 9 && fan->replica(1).Stats().buffer_messages == 0; },
+      [&] { return second_.contiguous() >= 9 && fan->replica(1)->Stats().buffer_messages == 0; },
       kWait))
       << logs_.All();
   for (const FakeAggregator* agg : {&fake_, &second_}) {
@@ -740,6 +740,103 @@ TEST_F(UploadFanoutTest, CollectiveRecordsGoToTheShardOfTheirJob) {
   EXPECT_EQ(std::vector<std::string>(hello.capabilities().begin(), hello.capabilities().end()),
             std::vector<std::string>{"collectives"});
   EXPECT_EQ(fake_.hellos().front().capabilities_size(), 3);
+  EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
+}
+
+// The node moved to another shard (its leaf switch changed): later samples, link events and
+// collective records go only to the new shard's replicas; a replica of both shards keeps its
+// uploader and session; the old replica gets everything sent before the move, then its session is
+// closed cleanly and its uploader retired in the background.
+TEST_F(UploadFanoutTest, MovingSendsLaterDataOnlyToTheNewShardsReplicas) {
+  FakeAggregator third;
+  LinkEventLog links;
+  auto fan = MakeFanout(&links);  // shard one: fake_, second_
+  ASSERT_NE(fan, nullptr);
+  Table t = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "symbol_error")});
+  for (int i = 0; i < 3; ++i) fan->OnSnapshot(Snap(t, 1000 * i, 100 + i));
+  // Held in the old replicas' buffers until acknowledged: not lost by the move.
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return second_.contiguous() >= 3; }, kWait))
+      << logs_.All();
+  const std::shared_ptr<const Uploader> kept = fan->replica(1);
+  ASSERT_EQ(kept->options().target, second_.address());
+
+  // Shard two: second_ (both shards) and third.
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(fan->MoveNodeTo({second_.address(), third.address()}, absl::Seconds(5)).ok());
+  EXPECT_LT(absl::Now() - before, absl::Seconds(1));  // never waits for the network
+  EXPECT_EQ(fan->Targets(), (std::vector<std::string>{second_.address(), third.address()}));
+  EXPECT_EQ(fan->replica(0).get(), kept.get());  // same uploader, same epoch, same session
+
+  for (int i = 0; i < 3; ++i) fan->OnSnapshot(Snap(t, 5000 + 1000 * i, 200 + i));
+  fan->EnqueueCollectives(Collectives("job-a", 0, 4));
+  // (An old replica's uploader forwards the link log until its retirement ends.)
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->Retiring() == 0; }, kWait));
+  collectors::LinkEvent down;
+  down.time = absl::FromUnixSeconds(201);
+  down.source = "netlink";
+  down.device = "eth3";
+  down.from = collectors::LinkState::kUp;
+  down.to = collectors::LinkState::kDown;
+  links.Append({down});
+
+  ASSERT_TRUE(FakeAggregator::WaitFor(
+      [&] {
+        Got g3 = Contents(third);
+        Got g2 = Contents(second_);
+        return g3.batches.size() == 3 && g3.records.size() == 4 && g3.link_events == 1 &&
+               g2.batches.size() == 6 && g2.records.size() == 4 && g2.link_events == 1;
+      },
+      kWait))
+      << logs_.All();
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->Retiring() == 0; }, kWait));
+  EXPECT_EQ(logs_.Count(absl::StrCat("upload to ", fake_.address(), " retired")), 1)
+      << logs_.All();
+
+  Got old = Contents(fake_);
+  EXPECT_EQ(old.batches, (std::set<int64_t>{100'000'000'000, 101'000'000'000, 102'000'000'000}));
+  EXPECT_TRUE(old.records.empty());
+  EXPECT_EQ(old.link_events, 0);
+  Got moved = Contents(third);
+  EXPECT_EQ(moved.batches, (std::set<int64_t>{200'000'000'000, 201'000'000'000, 202'000'000'000}));
+  EXPECT_EQ(second_.hellos().size(), 1u);  // its session went on
+  EXPECT_EQ(third.hellos().size(), 1u);
+  EXPECT_EQ(third.hellos().front().capabilities_size(), 3);  // the node's counters now come here
+  for (const FakeAggregator* agg : {&fake_, &second_, &third}) {
+    EXPECT_EQ(agg->duplicates(), 0u);
+    EXPECT_TRUE(agg->violations().empty()) << agg->violations().front();
+  }
+  // /metrics: the retired replica's series are gone, the new one's are there.
+  testing::PromText text =
+      testing::ParsePromText(prometheus::TextSerializer().Serialize(fan->MetricFamilies()));
+  EXPECT_TRUE(text.Find("ringside_agent_upload_connected", {{"aggregator", fake_.address()}})
+                  .empty());
+  EXPECT_EQ(
+      text.Find("ringside_agent_upload_connected", {{"aggregator", third.address()}}).size(),
+      1u);
+  EXPECT_FALSE(fan->MoveNodeTo({}, absl::Seconds(1)).ok());
+  EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
+}
+
+// The old replica is down at the move: its retirement is bounded by the flush timeout and holds
+// up neither the move nor the new shard.
+TEST_F(UploadFanoutTest, RetiringAnUnreachableReplicaIsBoundedAndBlocksNothing) {
+  fake_.Stop();
+  absl::StatusOr<std::unique_ptr<UploadFanout>> made =
+      UploadFanout::Create(Options(), {fake_.address()}, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<UploadFanout> fan = *std::move(made);
+  Table t = MakeTable({Counter("mlx5_0", "port_rcv_data")});
+  fan->OnSnapshot(Snap(t, 1, 100));
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(fan->MoveNodeTo({second_.address()}, absl::Milliseconds(500)).ok());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(400));
+  EXPECT_EQ(fan->Retiring(), 1u);
+  fan->OnSnapshot(Snap(t, 2, 101));
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return Contents(second_).batches.size() == 1; }, kWait))
+      << logs_.All();
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fan->Retiring() == 0; }, absl::Seconds(5)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  EXPECT_EQ(logs_.Count("not everything acknowledged"), 1) << logs_.All();
   EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
 }
 
