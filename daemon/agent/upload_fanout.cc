@@ -166,8 +166,18 @@ void UploadFanout::RetireLocked(std::string target, std::shared_ptr<Uploader> up
     const bool clean = raw->uploader->Shutdown(flush_timeout);
     base_.log(absl::StrCat("upload to ", raw->target, " retired (the node moved to another shard)",
                            clean ? ", everything acknowledged" : ", not everything acknowledged"));
-    absl::MutexLock l(&mu_);
-    raw->done = true;
+    bool tell = false;
+    {
+      absl::MutexLock l(&mu_);
+      raw->done = true;
+      tell = !shut_down_ && std::none_of(uploaders_.begin(), uploaders_.end(), [&](const auto& u) {
+        return u->options().target == raw->target;
+      });
+    }
+    // The old shard learns that the node's counters went elsewhere: a session that offers only
+    // collectives (its Hello makes the node collectives-only there, so it is not judged stale),
+    // which also carries the records of jobs placed on that shard.
+    if (tell) ForTarget(raw->target);
   });
 }
 

@@ -16,7 +16,10 @@
 // new replica a new Uploader; a replica in both the old and the new shard keeps its uploader and
 // session; each old replica's uploader is retired on a thread of its own: it flushes what it holds
 // for at most the flush timeout, closes its session (a half-close when everything was
-// acknowledged) and is freed. Collective records meant for a replica being retired still go to its
+// acknowledged) and is freed; then, unless the node came back to that replica meanwhile, a
+// collectives-only uploader is opened to it at once (not at the first record of one of its jobs):
+// its Hello tells the old shard that the node's counters went elsewhere, so it does not judge the
+// node stale. Collective records meant for a replica being retired still go to its
 // uploader until it is gone, and so may link events logged meanwhile (it forwards the link log
 // until it stops). A new replica's uploader forwards the link events still in the agent's ring. A collectives-only uploader whose replica joins the node's shard is
 // retired the same way (the new uploader carries the collectives from then on).

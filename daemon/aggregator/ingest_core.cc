@@ -224,10 +224,11 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   n.agent_version = hello.agent_version().substr(0, 128);
   n.last_seen = now;
   n.hello_seen = true;
+  // The latest Hello says whether this node's counters come here: an agent that moved to another
+  // shard (docs/scale.md) says Hello again offering only collectives, and the node is then
+  // collectives-only here, never judged stale for the silence of its counters.
   const auto& caps = hello.capabilities();
-  if (caps.empty() || std::find(caps.begin(), caps.end(), "samples") != caps.end()) {
-    n.counters_here = true;
-  }
+  n.counters_here = caps.empty() || std::find(caps.begin(), caps.end(), "samples") != caps.end();
   NodeEntry::Epoch& ep = n.GetEpoch(hello.agent_epoch(), now, options_.limits.max_epochs_per_node);
   // The agent holds nothing below resend_from_seq: close the gap below it.
   if (hello.resend_from_seq() > 0 && hello.resend_from_seq() - 1 > ep.applied) {

@@ -205,10 +205,17 @@ TEST_F(LldpShardTest, AgentLandsOnTheShardOfItsLldpLeafAndMovesWhenRecabled) {
                    " retired (the node moved to another shard), everything acknowledged"),
       absl::Seconds(10)))
       << agent.Stderr();
-  // The old shard hears nothing more: after --stale-after it lists the node as stale (no
-  // protocol message says the node moved; docs/scale.md).
-  EXPECT_TRUE(Eventually([&] { return NodeStale(agg_[shard_a_].http, node_) == 1; },
-                         absl::Seconds(20)));
+  // The old shard hears the node's counters no more, but is told so (a collectives-only Hello):
+  // it never lists the node as stale, through more than twice its --stale-after (3 s).
+  EXPECT_TRUE(agent.WaitForStderr(
+      absl::StrCat("connected to 127.0.0.1:", agg_[shard_a_].grpc), absl::Seconds(10)));
+  const absl::Time watch_until = absl::Now() + absl::Seconds(8);
+  while (absl::Now() < watch_until) {
+    ASSERT_NE(NodeStale(agg_[shard_a_].http, node_), 1)
+        << "the old shard judges a node that moved away stale\n"
+        << agg_[shard_a_].process->Stderr();
+    absl::SleepFor(absl::Milliseconds(250));
+  }
   EXPECT_EQ(NodeStale(agg_[shard_b_].http, node_), 0);
 
   // The agent's /metrics: where it is and that it moved once.
@@ -222,9 +229,16 @@ TEST_F(LldpShardTest, AgentLandsOnTheShardOfItsLldpLeafAndMovesWhenRecabled) {
   auto moves = text.Find("ringside_agent_shard_moves_total", {{"node", node_}});
   ASSERT_EQ(moves.size(), 1u);
   EXPECT_EQ(moves[0].value, 1);
-  EXPECT_TRUE(text.Find("ringside_agent_upload_connected",
-                        {{"aggregator", absl::StrCat("127.0.0.1:", agg_[shard_a_].grpc)}})
-                  .empty());
+  // What the agent keeps with the old shard is the collectives-only uploader: connected, and no
+  // sample batch ever put in its buffer.
+  const std::string old_target = absl::StrCat("127.0.0.1:", agg_[shard_a_].grpc);
+  auto connected = text.Find("ringside_agent_upload_connected", {{"aggregator", old_target}});
+  ASSERT_EQ(connected.size(), 1u);
+  EXPECT_EQ(connected[0].value, 1);
+  auto samples = text.Find("ringside_agent_upload_messages_enqueued_total",
+                           {{"aggregator", old_target}, {"type", "samples"}});
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].value, 0);
 
   StopAll(agent);
 }
