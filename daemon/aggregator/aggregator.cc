@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   AggregatorOptions& o = a->options_;
   if (!o.log) o.log = [](const std::string& m) { LogLine(m); };
   if (!o.now) o.now = absl::Now;
+  if (!o.steady_now) o.steady_now = SteadyNow;
   if (o.limits.max_sessions == 0) o.limits.max_sessions = 2 * o.limits.max_nodes + 64;
   if (o.limits.max_message_bytes == 0 || o.limits.max_message_bytes > (1u << 30)) {
     return absl::InvalidArgumentError("--max-message-bytes must be in 1..1073741824");
@@ -53,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   io.windows = o.windows;
   io.stale_after = o.stale_after;
   io.now = o.now;
+  io.steady_now = o.steady_now;
   io.log = o.log;
   a->core_ = std::make_unique<IngestCore>(io, a->stats_.get());
   IngestCore* core = a->core_.get();
