@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   so.hello_timeout = o.hello_timeout;
   so.max_sessions = o.limits.max_sessions;
   so.aggregator_version = o.version;
-  so.now = o.now;
+  so.now = o.steady_now;  // the Hello timeout is an interval
   so.max_message_bytes = o.limits.max_message_bytes;
   a->service_ = std::make_unique<IngestService>(core, a->stats_.get(), so);
 
@@ -206,8 +206,10 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
 
 void Aggregator::Housekeeping() {
   absl::flat_hash_set<std::string> stale;
-  while (!stop_.WaitForNotificationWithTimeout(options_.housekeeping_interval)) {
-    service_->ExpireHellos(options_.now());
+  // On the monotonic clock: a step back of the wall clock must not hold housekeeping (staleness,
+  // Hello expiry, the watchdog heartbeat) for the step's length.
+  while (!WaitForNotificationSteady(stop_, options_.housekeeping_interval)) {
+    service_->ExpireHellos(options_.steady_now());
     for (const NodeStatus& n : core_->Nodes()) {
       const bool was = stale.contains(n.node);
       if (n.stale && !was) {

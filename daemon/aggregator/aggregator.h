@@ -29,6 +29,7 @@
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
 #include "daemon/common/http_server.h"
+#include "daemon/common/steady_time.h"
 #include "daemon/common/tls.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectors/nccl_plugin/record_format.h"
+#include "collectors/nccl_plugin/record_proto.h"
 #include "sim/sysfs_tree.h"
 #include "tests/testing/clock_step.h"
 #include "tests/testing/process.h"
@@ -48,13 +49,16 @@ std::string Frame(uint64_t first_seq, int n) {
   std::vector<rc::CollectiveRecordFields> v;
   for (int i = 0; i < n; ++i) {
     rc::CollectiveRecordFields r;
-    r.rank = 0;
-    r.nranks = 2;
-    r.comm_id = 7;
+    r.rank = 1;
+    r.nranks = 4;
+    r.pid = 4242;
+    r.comm_id = 99;
     r.seq = first_seq + static_cast<uint64_t>(i);
-    r.bytes = 4096;
-    r.channels = 1;
+    r.bytes = 1 << 20;
+    r.enqueue_unix_nanos = absl::ToUnixNanos(absl::Now());
+    r.channels = 2;
     r.job_id.Set("job-clock");
+    r.host.Set("container-clock");
     r.function.Set("AllReduce");
     v.push_back(r);
   }
@@ -237,6 +241,9 @@ TEST_F(ClockStepTest, StepsBackAndForwardRaiseNothingAndStickNothing) {
   EXPECT_EQ(Sum(m, "ringside_aggregator_sequence_gap_messages_total"), 0);
   EXPECT_EQ(Sum(m, "ringside_incident_changes_total"), 0) << agg_->Stderr();
   EXPECT_EQ(testing::HttpGet(http_, "/api/v1/incidents?limit=100"), "[]\n");
+  // Nor a stall reported, nor a node judged stale (--stale-after=3s).
+  EXPECT_EQ(agg_->Stderr().find("stuck"), std::string::npos) << agg_->Stderr();
+  EXPECT_EQ(agg_->Stderr().find("is stale"), std::string::npos) << agg_->Stderr();
   // Rates were exported at all (so the >= 0 checks above checked something).
   EXPECT_FALSE(m.Find("ringside_roce_ecn_marked_packets_per_second").empty()) << m.samples.size();
 
