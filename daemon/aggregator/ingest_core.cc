@@ -160,8 +160,8 @@ void IngestCore::RestoreEntry(const JournalEntry& e) {
   ep.applied = std::max(ep.applied, e.seq);
   n.last_seen = std::max(n.last_seen, e.received);
   // Its age at start, carried over to the monotonic clock (never after the start).
-  n.last_seen_steady = std::max(n.last_seen_steady,
-                                started_steady_ + std::min(absl::ZeroDuration(), e.received - started_));
+  const absl::Duration age = std::max(absl::ZeroDuration(), started_ - e.received);
+  n.last_seen_steady = std::max(n.last_seen_steady, started_steady_ - age);
   if (e.message.has_collectives()) {
     for (const v1::CollectiveRecord& r : e.message.collectives().records()) {
       PushBounded(n.collectives, ReceivedCollective{e.received, e.agent_epoch, e.seq, r},
@@ -510,11 +510,11 @@ NodeStatus StatusOf(const Node& n, absl::Time steady_now, absl::Time started,
 }  // namespace
 
 std::vector<NodeStatus> IngestCore::Nodes() const {
-  const absl::Time now = options_.steady_now();
+  const absl::Time steady = options_.steady_now();
   std::vector<NodeStatus> out;
   for (const auto& node : AllNodes()) {
     absl::MutexLock l(&node->mu);
-    out.push_back(StatusOf(*node, now, started_, started_steady_, options_.stale_after));
+    out.push_back(StatusOf(*node, steady, started_, started_steady_, options_.stale_after));
   }
   return out;
 }
@@ -522,9 +522,9 @@ std::vector<NodeStatus> IngestCore::Nodes() const {
 std::optional<NodeStatus> IngestCore::Node(const std::string& name) const {
   std::shared_ptr<NodeEntry> node = FindNode(name);
   if (!node) return std::nullopt;
-  const absl::Time now = options_.steady_now();
+  const absl::Time steady = options_.steady_now();
   absl::MutexLock l(&node->mu);
-  return StatusOf(*node, now, started_, started_steady_, options_.stale_after);
+  return StatusOf(*node, steady, started_, started_steady_, options_.stale_after);
 }
 
 absl::StatusOr<std::vector<analysis::SeriesView>> IngestCore::Series(
@@ -550,12 +550,12 @@ std::vector<ReceivedLinkEvent> IngestCore::RecentLinkEvents(const std::string& n
 }
 
 IngestTotals IngestCore::Totals() const {
-  const absl::Time now = options_.steady_now();
+  const absl::Time steady = options_.steady_now();
   IngestTotals t;
   for (const auto& node : AllNodes()) {
     absl::MutexLock l(&node->mu);
     ++t.nodes;
-    if (StaleLocked(*node, now, started_steady_, options_.stale_after)) ++t.stale_nodes;
+    if (StaleLocked(*node, steady, started_steady_, options_.stale_after)) ++t.stale_nodes;
     t.series += node->series->size();
     t.state_bytes += node->series->MemoryBytes();
     t.window_collective_records += node->collectives.size();
