@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectors/nccl_plugin/record_format.h"
+#include "daemon/common/steady_time.h"
 #include "ringside/v1/ingest.pb.h"
 
 namespace ringside::daemon {
@@ -90,9 +91,11 @@ class CollectiveListener {
   // Binds the socket (or adopts options.inherited_fd) and starts the thread. InvalidArgument for
   // a bad path or an inherited fd that is not a stream socket, NotFound for an
   // unknown group, AlreadyExists when another process listens there, or the failing system call.
+  // `clock` times only intervals (the rate limit, the frame timeout, the log gates): a monotonic
+  // clock, so that a wall-clock step neither refills the buckets nor cuts off a frame half sent.
   static absl::StatusOr<std::unique_ptr<CollectiveListener>> Start(
       CollectiveListenerOptions options, CollectiveSink sink,
-      std::function<absl::Time()> clock = absl::Now,
+      std::function<absl::Time()> clock = SteadyNow,
       std::function<void(const std::string&)> log = nullptr);
   // Stops the thread, closes every connection, removes the socket file (unless inherited).
   ~CollectiveListener();

@@ -72,7 +72,11 @@ LinkEventReader::LinkEventReader(LinkEventLog* log,
                                  std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
                                  std::unique_ptr<collectors::VerbsPortWatcher> verbs,
                                  Options options)
-    : log_(log), options_(options), netlink_(std::move(netlink)), verbs_(std::move(verbs)) {
+    : log_(log),
+      options_(options),
+      clock_(options_.clock ? options_.clock : std::make_shared<ForwardClock>()),
+      netlink_(std::move(netlink)),
+      verbs_(std::move(verbs)) {
   if (::pipe2(stop_pipe_, O_CLOEXEC) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
   has_netlink_ = netlink_ != nullptr;
   has_verbs_ = verbs_ != nullptr;
@@ -102,7 +106,8 @@ void LinkEventReader::Start() { thread_ = std::thread([this] { Loop(); }); }
 
 void LinkEventReader::Loop() {
   constexpr short kFailed = POLLERR | POLLHUP | POLLNVAL;
-  absl::Time next_rescan = absl::Now() + options_.verbs_rescan;
+  // Schedules on the monotonic clock; events stamped by clock_ (never going back).
+  absl::Time next_rescan = SteadyNow() + options_.verbs_rescan;
   absl::Time next_port_states = absl::InfinitePast();  // the first poll sets the ports' states
   std::vector<pollfd> fds;
   for (;;) {
@@ -116,13 +121,13 @@ void LinkEventReader::Loop() {
     }
     int timeout_ms = 1000;
     if (verbs_) {
-      const int64_t until = absl::ToInt64Milliseconds(next_rescan - absl::Now());
+      const int64_t until = absl::ToInt64Milliseconds(next_rescan - SteadyNow());
       timeout_ms = static_cast<int>(std::clamp<int64_t>(until, 0, timeout_ms));
     }
     if (netlink_ && netlink_->resync_owed()) timeout_ms = std::min(timeout_ms, 200);
     if (port_states_) {
       // Rounded up, so the poll never returns a millisecond early and spins.
-      const absl::Duration until = next_port_states - absl::Now();
+      const absl::Duration until = next_port_states - SteadyNow();
       const int64_t ms = until <= absl::ZeroDuration()
                              ? 0
                              : absl::ToInt64Milliseconds(until + absl::Milliseconds(1) -
@@ -133,7 +138,8 @@ void LinkEventReader::Loop() {
     const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) return;
     if (fds[0].revents != 0) return;  // stop
-    const absl::Time received = absl::Now();
+    const absl::Time steady = SteadyNow();
+    const absl::Time received = clock_->Now();
     std::vector<collectors::LinkEvent> events;
     if (n > 0) {
       if (netlink_) netlink_->Drain(received, events);
@@ -152,16 +158,16 @@ void LinkEventReader::Loop() {
       nl_dump_errors_.store(netlink_->dump_errors(), std::memory_order_relaxed);
       nl_vanished_.store(netlink_->vanished(), std::memory_order_relaxed);
     }
-    if (verbs_ && received >= next_rescan) {
+    if (verbs_ && steady >= next_rescan) {
       verbs_->Rescan(received, events);
-      next_rescan = received + options_.verbs_rescan;
+      next_rescan = steady + options_.verbs_rescan;
     }
-    if (port_states_ && received >= next_port_states) {
+    if (port_states_ && steady >= next_port_states) {
       port_states_->Poll(received, events);
       if (port_states_->TakeCountersMoved() && on_counters_moved_) on_counters_moved_();
       // On a fixed schedule; after a stall, from now (no burst of polls to catch up).
       next_port_states += port_state_period_;
-      if (next_port_states <= received) next_port_states = received + port_state_period_;
+      if (next_port_states <= steady) next_port_states = steady + port_state_period_;
       ps_ports_.store(port_states_->ports(), std::memory_order_relaxed);
       ps_failures_.store(port_states_->read_failures(), std::memory_order_relaxed);
     }

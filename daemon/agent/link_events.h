@@ -26,6 +26,7 @@
 #include "collectors/infiniband/port_state_watch.h"
 #include "collectors/netlink/link_watcher.h"
 #include "collectors/verbs/port_events.h"
+#include "daemon/common/forward_clock.h"
 
 namespace ringside::daemon {
 
@@ -79,6 +80,10 @@ class LinkEventReader {
     // How often the verbs watcher looks for RDMA devices that appeared or came back after a
     // removal (unplug, driver reload, firmware reset).
     absl::Duration verbs_rescan = absl::Seconds(10);
+    // Stamps the events: the sample times' clock (Sampler::clock()), so that after a step back of
+    // the wall clock an event is not older than the state sampled before it. Null: a ForwardClock
+    // of the reader's own on absl::Now. The reader's own schedules are on SteadyNow().
+    std::shared_ptr<ForwardClock> clock;
   };
   // Either source may be null (not available on this host).
   LinkEventReader(LinkEventLog* log, std::unique_ptr<collectors::NetlinkLinkWatcher> netlink,
@@ -122,6 +127,7 @@ class LinkEventReader {
 
   LinkEventLog* log_;
   const Options options_;
+  const std::shared_ptr<ForwardClock> clock_;
   std::unique_ptr<collectors::NetlinkLinkWatcher> netlink_;
   std::unique_ptr<collectors::VerbsPortWatcher> verbs_;
   int stop_pipe_[2] = {-1, -1};

@@ -373,8 +373,10 @@ int main(int argc, char** argv) {
     // Kept even with no device yet: it rescans, so a device that appears (or comes back after a
     // driver reload or firmware reset) is watched without restarting the agent.
     if (auto v = ringside::collectors::VerbsPortWatcher::Open(); v.ok()) verbs = std::move(*v);
+    ringside::daemon::LinkEventReader::Options lo;
+    lo.clock = sampler.clock();  // events in one order with the sample times
     link_reader = std::make_unique<ringside::daemon::LinkEventReader>(&link_log, std::move(netlink),
-                                                                      std::move(verbs));
+                                                                      std::move(verbs), lo);
     if (const absl::Duration period = absl::GetFlag(FLAGS_link_state_interval);
         period > absl::ZeroDuration()) {
       ringside::collectors::PortStateWatchOptions po;
@@ -534,7 +536,7 @@ int main(int argc, char** argv) {
         [up = uploader.get()](ringside::v1::CollectiveBatch batch) {
           if (up != nullptr) up->EnqueueCollectives(std::move(batch));
         },
-        absl::Now, [](const std::string& m) { LogLine(m); });
+        ringside::daemon::SteadyNow, [](const std::string& m) { LogLine(m); });
     if (started.ok()) {
       collectives = std::move(*started);
       LogLine(absl::StrCat("collective records on ", socket,

@@ -19,7 +19,7 @@ Sampler::Sampler(SamplerOptions options,
                  LogFn log)
     : options_(std::move(options)),
       collectors_(std::move(collectors)),
-      now_(std::move(now)),
+      clock_(std::make_shared<ForwardClock>(std::move(now))),
       log_(std::move(log)) {
   health_.resize(collectors_.size());
   for (size_t i = 0; i < collectors_.size(); ++i) {
@@ -38,16 +38,10 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
   snap->collectors.resize(collectors_.size());
   // Sample times are wall-clock (the aggregator lines nodes up by them) but must never go back:
   // the aggregator drops a sample not newer than its series' last, and rates divide by the
-  // difference. After a step back of the wall clock (NTP), times go on from the last cycle's at
-  // the monotonic clock's pace, ahead of the wall clock by the step; a step forward is taken.
-  // A wall clock that advanced at least half the monotonic time is followed (slewing, drift).
+  // difference. ForwardClock (daemon/common/forward_clock.h) goes on at the monotonic clock's
+  // pace after a step back of the wall clock and takes a step forward.
   const absl::Time steady_start = SteadyNow();
-  absl::Time cycle_start = now_();
-  if (cycle_ > 1) {
-    const absl::Duration elapsed = steady_start - last_steady_start_;
-    if (cycle_start < last_start_ + elapsed / 2) cycle_start = last_start_ + elapsed;
-  }
-  last_start_ = cycle_start;
+  const absl::Time cycle_start = clock_->Now();
   last_steady_start_ = steady_start;
   snap->timestamp = cycle_start;
   // Within the cycle each collector's time is the cycle's plus the monotonic time elapsed.

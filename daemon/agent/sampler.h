@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "collectors/common/collector.h"
 #include "collectors/common/series.h"
+#include "daemon/common/forward_clock.h"
 
 namespace ringside::daemon {
 
@@ -54,8 +55,13 @@ class Sampler {
   using NowFn = std::function<absl::Time()>;
   using LogFn = std::function<void(const std::string&)>;
 
+  // `now`: the wall clock. Sample times are read from it through a ForwardClock (never back).
   Sampler(SamplerOptions options, std::vector<std::unique_ptr<collectors::Collector>> collectors,
           NowFn now = absl::Now, LogFn log = nullptr);
+
+  // The clock of the sample times, for other times the agent sends that must be in one order
+  // with them (link events): a time read from it after a cycle began is not before that cycle's.
+  std::shared_ptr<ForwardClock> clock() const { return clock_; }
 
   // One cycle: every collector once; publishes and returns the snapshot.
   std::shared_ptr<const AgentSnapshot> RunOnce();
@@ -81,7 +87,7 @@ class Sampler {
  private:
   SamplerOptions options_;
   std::vector<std::unique_ptr<collectors::Collector>> collectors_;
-  NowFn now_;
+  std::shared_ptr<ForwardClock> clock_;
   LogFn log_;
   std::vector<CollectorHealth> health_;
   std::vector<absl::Time> last_error_log_;
@@ -92,8 +98,7 @@ class Sampler {
                   bool* early);
 
   uint64_t cycle_ = 0;
-  absl::Time last_start_;         // timestamp of the latest cycle (wall clock, never going back)
-  absl::Time last_steady_start_;  // when it began, SteadyNow()
+  absl::Time last_steady_start_;  // when the latest cycle began, SteadyNow()
   uint64_t overruns_ = 0;
   uint64_t early_ = 0;
   bool early_enabled_ = false;

@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   AggregatorOptions& o = a->options_;
   if (!o.log) o.log = [](const std::string& m) { LogLine(m); };
   if (!o.now) o.now = absl::Now;
+  if (!o.steady_now) o.steady_now = SteadyNow;
   if (o.limits.max_sessions == 0) o.limits.max_sessions = 2 * o.limits.max_nodes + 64;
   if (o.limits.max_message_bytes == 0 || o.limits.max_message_bytes > (1u << 30)) {
     return absl::InvalidArgumentError("--max-message-bytes must be in 1..1073741824");
@@ -53,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   io.windows = o.windows;
   io.stale_after = o.stale_after;
   io.now = o.now;
+  io.steady_now = o.steady_now;
   io.log = o.log;
   a->core_ = std::make_unique<IngestCore>(io, a->stats_.get());
   IngestCore* core = a->core_.get();
@@ -88,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   so.hello_timeout = o.hello_timeout;
   so.max_sessions = o.limits.max_sessions;
   so.aggregator_version = o.version;
-  so.now = o.now;
+  so.now = o.steady_now;  // the Hello timeout is an interval
   so.max_message_bytes = o.limits.max_message_bytes;
   a->service_ = std::make_unique<IngestService>(core, a->stats_.get(), so);
 
@@ -204,8 +206,10 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
 
 void Aggregator::Housekeeping() {
   absl::flat_hash_set<std::string> stale;
-  while (!stop_.WaitForNotificationWithTimeout(options_.housekeeping_interval)) {
-    service_->ExpireHellos(options_.now());
+  // On the monotonic clock: a step back of the wall clock must not hold housekeeping (staleness,
+  // Hello expiry, the watchdog heartbeat) for the step's length.
+  while (!WaitForNotificationSteady(stop_, options_.housekeeping_interval)) {
+    service_->ExpireHellos(options_.steady_now());
     for (const NodeStatus& n : core_->Nodes()) {
       const bool was = stale.contains(n.node);
       if (n.stale && !was) {

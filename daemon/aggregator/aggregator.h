@@ -29,6 +29,7 @@
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
 #include "daemon/common/http_server.h"
+#include "daemon/common/steady_time.h"
 #include "daemon/common/tls.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -86,6 +87,8 @@ struct AggregatorOptions {
   // outlive the aggregator's HTTP server (shared ownership keeps them alive).
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
   std::function<absl::Time()> now = absl::Now;
+  // Intervals (node staleness) are measured on this monotonic clock, not on `now`.
+  std::function<absl::Time()> steady_now = SteadyNow;
   std::function<void(const std::string&)> log;  // default: LogLine to stderr
   std::string version = "dev";
   // More gRPC services on the ingest port, with the same TLS and client-certificate check (the

@@ -29,6 +29,7 @@ struct IngestCore::NodeEntry : public std::enable_shared_from_this<NodeEntry> {
   std::deque<ReceivedCollective> collectives ABSL_GUARDED_BY(mu);
   std::deque<ReceivedLinkEvent> links ABSL_GUARDED_BY(mu);
   absl::Time last_seen ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  absl::Time last_seen_steady ABSL_GUARDED_BY(mu) = absl::InfinitePast();  // steady_now()
   uint64_t owner_id ABSL_GUARDED_BY(mu) = 0;
   std::weak_ptr<SessionLink> owner ABSL_GUARDED_BY(mu);
   uint64_t current_epoch ABSL_GUARDED_BY(mu) = 0;
@@ -114,7 +115,8 @@ IngestCore::IngestCore(IngestOptions options, IngestStats* stats)
       store_(analysis::SeriesStore::Options{
           options_.limits.max_nodes, analysis::SeriesLimits{options_.limits.max_series_per_node,
                                                             options_.limits.max_name_bytes}}),
-      started_(options_.now()) {}
+      started_(options_.now()),
+      started_steady_(options_.steady_now()) {}
 
 IngestCore::~IngestCore() = default;
 
@@ -157,6 +159,9 @@ void IngestCore::RestoreEntry(const JournalEntry& e) {
   NodeEntry::Epoch& ep = n.GetEpoch(e.agent_epoch, e.received, options_.limits.max_epochs_per_node);
   ep.applied = std::max(ep.applied, e.seq);
   n.last_seen = std::max(n.last_seen, e.received);
+  // Its age at start, carried over to the monotonic clock (never after the start).
+  const absl::Duration age = std::max(absl::ZeroDuration(), started_ - e.received);
+  n.last_seen_steady = std::max(n.last_seen_steady, started_steady_ - age);
   if (e.message.has_collectives()) {
     for (const v1::CollectiveRecord& r : e.message.collectives().records()) {
       PushBounded(n.collectives, ReceivedCollective{e.received, e.agent_epoch, e.seq, r},
@@ -215,6 +220,7 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   start.node = *node;
   start.protocol_version = std::min(agent_max, our_max);
   const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
   NodeEntry& n = **node;
   absl::MutexLock l(&n.mu);
   if (n.owner_id != 0) start.replaced = n.owner.lock();
@@ -223,6 +229,7 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   n.current_epoch = hello.agent_epoch();
   n.agent_version = hello.agent_version().substr(0, 128);
   n.last_seen = now;
+  n.last_seen_steady = steady;
   n.hello_seen = true;
   // The latest Hello says whether this node's counters come here: an agent that moved to another
   // shard (docs/scale.md) says Hello again offering only collectives, and the node is then
@@ -245,11 +252,13 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
   const MessageType type = TypeOf(m);
   IngestStats::Add(stats_->messages, type);
   const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
   absl::MutexLock l(&n.mu);
   if (n.owner_id != session_id) {
     return absl::AbortedError(absl::StrCat("replaced by a newer session of node ", n.name));
   }
   n.last_seen = now;
+  n.last_seen_steady = steady;
 
   if (m.seq() == 0) {
     switch (type) {
@@ -467,14 +476,26 @@ std::vector<Watermark> IngestCore::Watermarks() const {
 
 namespace {
 
+// Staleness is an interval, on the monotonic clock: a step of the wall clock must neither mark
+// every node stale (forward) nor keep a dead one fresh for the step's length (back).
 template <typename Node>
-NodeStatus StatusOf(const Node& n, absl::Time now, absl::Time started, absl::Duration stale_after)
+bool StaleLocked(const Node& n, absl::Time steady_now, absl::Time started_steady,
+                 absl::Duration stale_after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(n.mu) {
+  if (n.hello_seen && !n.counters_here) return false;  // collectives only
+  const absl::Time seen =
+      n.last_seen_steady == absl::InfinitePast() ? started_steady : n.last_seen_steady;
+  return steady_now - seen > stale_after;
+}
+
+template <typename Node>
+NodeStatus StatusOf(const Node& n, absl::Time steady_now, absl::Time started,
+                    absl::Time started_steady, absl::Duration stale_after)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(n.mu) {
   NodeStatus s;
   s.node = n.name;
   s.last_seen = n.last_seen == absl::InfinitePast() ? started : n.last_seen;
   s.collectives_only = n.hello_seen && !n.counters_here;
-  s.stale = !s.collectives_only && now - s.last_seen > stale_after;
+  s.stale = StaleLocked(n, steady_now, started_steady, stale_after);
   s.session_active = n.owner_id != 0;
   s.current_epoch = n.current_epoch;
   s.agent_version = n.agent_version;
@@ -490,11 +511,11 @@ NodeStatus StatusOf(const Node& n, absl::Time now, absl::Time started, absl::Dur
 }  // namespace
 
 std::vector<NodeStatus> IngestCore::Nodes() const {
-  const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
   std::vector<NodeStatus> out;
   for (const auto& node : AllNodes()) {
     absl::MutexLock l(&node->mu);
-    out.push_back(StatusOf(*node, now, started_, options_.stale_after));
+    out.push_back(StatusOf(*node, steady, started_, started_steady_, options_.stale_after));
   }
   return out;
 }
@@ -502,9 +523,9 @@ std::vector<NodeStatus> IngestCore::Nodes() const {
 std::optional<NodeStatus> IngestCore::Node(const std::string& name) const {
   std::shared_ptr<NodeEntry> node = FindNode(name);
   if (!node) return std::nullopt;
-  const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
   absl::MutexLock l(&node->mu);
-  return StatusOf(*node, now, started_, options_.stale_after);
+  return StatusOf(*node, steady, started_, started_steady_, options_.stale_after);
 }
 
 absl::StatusOr<std::vector<analysis::SeriesView>> IngestCore::Series(
@@ -530,14 +551,12 @@ std::vector<ReceivedLinkEvent> IngestCore::RecentLinkEvents(const std::string& n
 }
 
 IngestTotals IngestCore::Totals() const {
-  const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
   IngestTotals t;
   for (const auto& node : AllNodes()) {
     absl::MutexLock l(&node->mu);
     ++t.nodes;
-    const absl::Time seen = node->last_seen == absl::InfinitePast() ? started_ : node->last_seen;
-    const bool collectives_only = node->hello_seen && !node->counters_here;
-    if (!collectives_only && now - seen > options_.stale_after) ++t.stale_nodes;
+    if (StaleLocked(*node, steady, started_steady_, options_.stale_after)) ++t.stale_nodes;
     t.series += node->series->size();
     t.state_bytes += node->series->MemoryBytes();
     t.window_collective_records += node->collectives.size();

@@ -27,6 +27,7 @@
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
 #include "daemon/common/protocol.h"
+#include "daemon/common/steady_time.h"
 #include "ringside/v1/ingest.pb.h"
 
 namespace ringside::daemon {
@@ -54,7 +55,10 @@ struct IngestOptions {
   IngestLimits limits;
   WindowOptions windows;
   absl::Duration stale_after = absl::Seconds(30);
+  // The wall clock (last_seen, receive times) and the interval clock staleness is judged on, so
+  // that a step of the wall clock neither marks every node stale nor keeps a dead one fresh.
   std::function<absl::Time()> now = absl::Now;
+  std::function<absl::Time()> steady_now = SteadyNow;
   std::function<void(const std::string&)> log;
 };
 
@@ -81,7 +85,9 @@ struct EpochStatus {
 struct NodeStatus {
   std::string node;
   absl::Time last_seen;  // the aggregator's clock at the node's last message
-  bool stale = false;    // last_seen older than stale_after (never for a collectives-only node)
+  // No message for longer than stale_after, measured on the monotonic clock (steady_now), not
+  // from last_seen; never for a collectives-only node.
+  bool stale = false;
   // Only collective records come here: the node's counters go to another shard (its agent said so
   // in its Hello's capabilities), so its silence between jobs is no sign of trouble.
   bool collectives_only = false;
@@ -201,6 +207,7 @@ class IngestCore {
   IngestObserver* observer_ = nullptr;
   analysis::SeriesStore store_;
   const absl::Time started_;
+  const absl::Time started_steady_;  // options_.steady_now() at construction
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<NodeEntry>> nodes_ ABSL_GUARDED_BY(mu_);

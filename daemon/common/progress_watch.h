@@ -9,12 +9,14 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 
 class ProgressWatch {
  public:
-  explicit ProgressWatch(absl::Duration stall_after, std::function<absl::Time()> now = absl::Now);
+  // `now`: a monotonic clock (a step of the wall clock is no stall).
+  explicit ProgressWatch(absl::Duration stall_after, std::function<absl::Time()> now = SteadyNow);
 
   // Observes the counter; true while it moved within stall_after (the first observation counts
   // as a move).

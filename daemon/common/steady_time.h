@@ -4,8 +4,11 @@
 #ifndef RINGSIDE_DAEMON_COMMON_STEADY_TIME_H_
 #define RINGSIDE_DAEMON_COMMON_STEADY_TIME_H_
 
+#include <algorithm>
 #include <chrono>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace ringside::daemon {
@@ -16,6 +19,20 @@ namespace ringside::daemon {
 // AwaitWithTimeout(until - SteadyNow())).
 inline absl::Time SteadyNow() {
   return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+}
+
+// Notification::WaitForNotificationWithTimeout on the monotonic clock: true once `n` is notified,
+// false after `timeout`. This build's Abseil waits on an absolute CLOCK_REALTIME deadline, which a
+// step back of the wall clock during the wait pushes out by the step; this sleeps (nanosleep,
+// monotonic) in slices of at most 50 ms instead, so a notification is seen within 50 ms.
+inline bool WaitForNotificationSteady(const absl::Notification& n, absl::Duration timeout) {
+  const absl::Time until = SteadyNow() + timeout;
+  while (!n.HasBeenNotified()) {
+    const absl::Duration left = until - SteadyNow();
+    if (left <= absl::ZeroDuration()) return false;
+    absl::SleepFor(std::min(left, absl::Milliseconds(50)));
+  }
+  return true;
 }
 
 }  // namespace ringside::daemon

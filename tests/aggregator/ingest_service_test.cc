@@ -380,6 +380,7 @@ TEST_F(IngestServiceTest, NodeBecomesStaleOnTheInjectedClock) {
   auto clock = std::make_shared<FakeClock>();
   AggregatorOptions o = Options();
   o.now = [clock] { return clock->Now(); };
+  o.steady_now = [clock] { return clock->Now(); };
   o.stale_after = absl::Seconds(30);
   Start(o);
   RawAgent agent(port());
@@ -413,12 +414,41 @@ TEST_F(IngestServiceTest, NodeBecomesStaleOnTheInjectedClock) {
   EXPECT_FALSE(agg_->core().Node("n")->stale);
 }
 
+// Staleness is an interval: a step of the wall clock (NTP) neither marks a node stale (forward)
+// nor keeps a silent one fresh (back); last_seen stays wall-clock.
+TEST_F(IngestServiceTest, StalenessIgnoresWallClockSteps) {
+  auto wall = std::make_shared<FakeClock>();
+  auto steady = std::make_shared<FakeClock>();
+  AggregatorOptions o = Options();
+  o.now = [wall] { return wall->Now(); };
+  o.steady_now = [steady] { return steady->Now(); };
+  o.stale_after = absl::Seconds(30);
+  Start(o);
+  RawAgent agent(port());
+  Hello(agent, "n", 1);
+  const absl::Time hello_at = wall->Now();
+  wall->Advance(absl::Minutes(7));  // a step forward
+  steady->Advance(absl::Seconds(1));
+  EXPECT_FALSE(agg_->core().Node("n")->stale);
+  EXPECT_EQ(agg_->core().Totals().stale_nodes, 0u);
+  EXPECT_EQ(agg_->core().Node("n")->last_seen, hello_at);
+  wall->Advance(absl::Minutes(-17));  // a step back, 10 minutes behind the Hello
+  steady->Advance(absl::Seconds(30));
+  EXPECT_TRUE(agg_->core().Node("n")->stale);
+  EXPECT_EQ(agg_->core().Totals().stale_nodes, 1u);
+  ASSERT_TRUE(agent.Send(CollectivesMsg(1, 1, 1)));
+  ASSERT_TRUE(agent.WaitAck(1));
+  EXPECT_FALSE(agg_->core().Node("n")->stale);
+  EXPECT_EQ(agg_->core().Node("n")->last_seen, wall->Now());
+}
+
 // With shards, a node sends its counters to its own shard and a job's collective records to the
 // job's: there its Hello offers only collectives, and its silence between jobs is not staleness.
 TEST_F(IngestServiceTest, ACollectivesOnlyNodeIsNeverStale) {
   auto clock = std::make_shared<FakeClock>();
   AggregatorOptions o = Options();
   o.now = [clock] { return clock->Now(); };
+  o.steady_now = [clock] { return clock->Now(); };
   o.stale_after = absl::Seconds(30);
   Start(o);
   RawAgent agent(port());

@@ -139,5 +139,46 @@ TEST(SamplerTest, ARequestedCycleRunsAtOnceAtMostOncePerSlotAndStopStaysPrompt) 
   EXPECT_EQ(calls.load(), 2);
 }
 
+// The clock of the sample times (daemon/common/forward_clock.h): a step back of the wall clock
+// goes on at the monotonic pace from the last time given, a step forward is taken, and a slewed
+// wall clock is followed.
+TEST(ForwardClockTest, NeverGoesBackAndTakesStepsForward) {
+  absl::Time wall = absl::FromUnixSeconds(1'800'000'000);
+  absl::Time steady = absl::UnixEpoch() + absl::Hours(1);
+  ForwardClock c([&] { return wall; }, [&] { return steady; });
+  EXPECT_EQ(c.Now(), wall);
+  wall += absl::Seconds(1);
+  steady += absl::Seconds(1);
+  EXPECT_EQ(c.Now(), absl::FromUnixSeconds(1'800'000'001));
+  wall -= absl::Minutes(5);  // a step back: 1 s later is 1 s after the last time
+  steady += absl::Seconds(1);
+  EXPECT_EQ(c.Now(), absl::FromUnixSeconds(1'800'000'002));
+  wall += absl::Seconds(1);  // still behind: the times stay ahead of it
+  steady += absl::Seconds(1);
+  EXPECT_EQ(c.Now(), absl::FromUnixSeconds(1'800'000'003));
+  EXPECT_EQ(c.Now(), absl::FromUnixSeconds(1'800'000'003));  // no time passed: the same
+  wall = absl::FromUnixSeconds(1'800'000'603);  // a step forward of 10 minutes is taken
+  steady += absl::Seconds(1);
+  EXPECT_EQ(c.Now(), wall);
+  wall += absl::Milliseconds(900);  // slewing: the wall clock's pace is followed
+  steady += absl::Seconds(1);
+  EXPECT_EQ(c.Now(), wall);
+}
+
+// Other readers of the sample clock (the link-event reader) get times in one order with the
+// sample times, whatever the wall clock did.
+TEST(ForwardClockTest, SamplerSharesItsClock) {
+  absl::Time wall = absl::FromUnixSeconds(1'800'000'000);
+  std::vector<std::unique_ptr<collectors::Collector>> cs;
+  std::atomic<int> calls{0};
+  cs.push_back(std::make_unique<CountingCollector>(&calls));
+  Sampler s(SamplerOptions{"n1"}, std::move(cs), [&] { return wall; });
+  const absl::Time first = s.RunOnce()->timestamp;
+  wall -= absl::Minutes(5);
+  const absl::Time event = s.clock()->Now();
+  EXPECT_GE(event, first);
+  EXPECT_GE(s.RunOnce()->timestamp, event);
+}
+
 }  // namespace
 }  // namespace ringside::daemon
