@@ -792,10 +792,26 @@ TEST_F(UploadFanoutTest, MovingSendsLaterDataOnlyToTheNewShardsReplicas) {
   EXPECT_EQ(logs_.Count(absl::StrCat("upload to ", fake_.address(), " retired")), 1)
       << logs_.All();
 
-  Got old = Contents(fake_);
-  EXPECT_EQ(old.batches, (std::set<int64_t>{100'000'000'000, 101'000'000'000, 102'000'000'000}));
-  EXPECT_TRUE(old.records.empty());
-  EXPECT_EQ(old.link_events, 0);
+  // The old replica: everything before the move (in its first session), then a session that
+  // offers only collectives (so the old shard does not judge the node stale) and carries nothing.
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hellos().size() == 2; }, kWait))
+      << logs_.All();
+  const std::vector<v1::Hello> old_hellos = fake_.hellos();
+  EXPECT_EQ(old_hellos[0].capabilities_size(), 3);
+  EXPECT_EQ(std::vector<std::string>(old_hellos[1].capabilities().begin(),
+                                     old_hellos[1].capabilities().end()),
+            std::vector<std::string>{"collectives"});
+  std::set<int64_t> old_batches;
+  int old_records = 0, old_link_events = 0;
+  for (const FakeAggregator::Received& r : fake_.received()) {
+    if (r.msg.has_samples()) old_batches.insert(r.msg.samples().timestamp_unix_nanos());
+    old_records += r.msg.collectives().records_size();
+    old_link_events += r.msg.link_events().events_size();
+    if (r.session == 2) EXPECT_FALSE(r.msg.has_samples()) << r.msg.DebugString();
+  }
+  EXPECT_EQ(old_batches, (std::set<int64_t>{100'000'000'000, 101'000'000'000, 102'000'000'000}));
+  EXPECT_EQ(old_records, 0);
+  EXPECT_EQ(old_link_events, 0);
   Got moved = Contents(third);
   EXPECT_EQ(moved.batches, (std::set<int64_t>{200'000'000'000, 201'000'000'000, 202'000'000'000}));
   EXPECT_EQ(second_.hellos().size(), 1u);  // its session went on
@@ -805,11 +821,14 @@ TEST_F(UploadFanoutTest, MovingSendsLaterDataOnlyToTheNewShardsReplicas) {
     EXPECT_EQ(agg->duplicates(), 0u);
     EXPECT_TRUE(agg->violations().empty()) << agg->violations().front();
   }
-  // /metrics: the retired replica's series are gone, the new one's are there.
+  // /metrics: the old replica's series are the collectives-only uploader's (nothing enqueued), the
+  // new one's are there.
   testing::PromText text =
       testing::ParsePromText(prometheus::TextSerializer().Serialize(fan->MetricFamilies()));
-  EXPECT_TRUE(text.Find("ringside_agent_upload_connected", {{"aggregator", fake_.address()}})
-                  .empty());
+  auto enqueued = text.Find("ringside_agent_upload_messages_enqueued_total",
+                            {{"aggregator", fake_.address()}, {"type", "samples"}});
+  ASSERT_EQ(enqueued.size(), 1u);
+  EXPECT_EQ(enqueued[0].value, 0);
   EXPECT_EQ(
       text.Find("ringside_agent_upload_connected", {{"aggregator", third.address()}}).size(),
       1u);
