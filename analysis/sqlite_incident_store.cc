@@ -394,7 +394,12 @@ absl::Status SqliteIncidentStore::Put(const Incident& inc) {
     Exec("ROLLBACK").IgnoreError();
     return status;
   }
-  return Exec("COMMIT");
+  status = Exec("COMMIT");
+  // A COMMIT that fails (a full disk: SQLITE_FULL, an I/O error) may leave the transaction open;
+  // then every later BEGIN would fail ("cannot start a transaction within a transaction") even
+  // once the disk has room again. Roll it back: the caller keeps the incident and retries.
+  if (!status.ok() && sqlite3_get_autocommit(db_) == 0) Exec("ROLLBACK").IgnoreError();
+  return status;
 }
 
 absl::StatusOr<Incident> SqliteIncidentStore::Row(sqlite3_stmt* s) {
