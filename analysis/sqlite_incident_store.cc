@@ -1,8 +1,11 @@
 #include "analysis/sqlite_incident_store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -46,8 +49,14 @@ constexpr const char* kColumns =
     "resolution, causes, affected, revision";
 
 absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what) {
-  const std::string msg =
+  std::string msg =
       absl::StrCat("incident store: ", what, ": ", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  // SQLite's "disk I/O error" does not say which; the failed system call's errno does.
+  if (db != nullptr && (rc & 0xff) == SQLITE_IOERR) {
+    if (const int err = sqlite3_system_errno(db); err != 0) {
+      absl::StrAppend(&msg, " (", std::strerror(err), ")");
+    }
+  }
   switch (rc & 0xff) {
     case SQLITE_OK:
     case SQLITE_DONE:
@@ -235,10 +244,20 @@ absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> SqliteIncidentStore::OpenFi
     sqlite3_close(db);
     return s;
   }
+  if (sqlite3_db_readonly(db, "main") == 1) {
+    // SQLite falls back to reading a file it may not write (a read-only file system, no write
+    // permission); the store must write, and SQLite's later errors would not say why.
+    const std::string why = ::access(path.c_str(), W_OK) != 0 ? std::strerror(errno) : "read-only";
+    sqlite3_close(db);
+    return absl::PermissionDeniedError(
+        absl::StrCat("incident store: cannot write ", path, ": ", why));
+  }
   sqlite3_busy_timeout(db, static_cast<int>(absl::ToInt64Milliseconds(options.busy_timeout)));
   std::unique_ptr<SqliteIncidentStore> store(new SqliteIncidentStore(db, path));
   absl::MutexLock lock(&store->mu_);
-  if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  if (absl::Status s = store->Migrate(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " [", path, "]"));
+  }
   if (options.set_aside_damaged) {
     if (absl::Status s = store->QuickCheck(); !s.ok()) return s;
     // Damage inside a row (its JSON) passes quick_check but would fail the load of the open
