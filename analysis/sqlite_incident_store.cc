@@ -293,8 +293,10 @@ absl::Status SqliteIncidentStore::Exec(const char* sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
   if (rc == SQLITE_OK) return absl::OkStatus();
-  absl::Status s = SqliteStatus(db_, rc, err ? err : "exec");
+  // Named by the statement when short ("COMMIT": "incident store: COMMIT: database or disk is
+  // full"); SqliteStatus adds SQLite's message, which `err` repeats.
   sqlite3_free(err);
+  absl::Status s = SqliteStatus(db_, rc, std::strlen(sql) <= 40 ? sql : "exec");
   return s;
 }
 

@@ -39,6 +39,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "daemon/aggregator/journal.h"
 #include "tests/integration/fault_cluster.h"
@@ -259,7 +260,9 @@ TEST_F(StorageFaultTest, SqliteFullDisk) {
       << agg->Stderr();
   EXPECT_TRUE(testing::Eventually(
       [&] { return AggMetric(ports.http, "ringside_analysis_flush_errors_total") > 0; }));
-  EXPECT_TRUE(agg->WaitForStderr("database or disk is full", absl::Seconds(5))) << agg->Stderr();
+  EXPECT_TRUE(agg->WaitForStderr("incident store: cannot write", absl::Seconds(5)) &&
+              agg->WaitForStderr("database or disk is full", absl::Seconds(1)))
+      << agg->Stderr();
   const std::string listed = testing::HttpGet(ports.http, "/api/v1/incidents");
   EXPECT_TRUE(absl::StrContains(listed, "link_flapping") && absl::StrContains(listed, "node-a"))
       << listed;
@@ -280,6 +283,7 @@ TEST_F(StorageFaultTest, SqliteFullDisk) {
       [&] { return AggMetric(ports.http, "ringside_analysis_unsaved_incidents") == 0; },
       absl::Seconds(10)))
       << agg->Stderr();
+  EXPECT_TRUE(agg->WaitForStderr("incident store: writable again", absl::Seconds(5)));
   ASSERT_TRUE(a.Feed("after", 0, 500));
   ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("after") == 500; }));
   ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15)));
@@ -295,6 +299,9 @@ TEST_F(StorageFaultTest, SqliteFullDisk) {
   for (size_t at = 0; (at = log.find(" opened: ", at)) != std::string::npos; ++at) ++opened;
   EXPECT_EQ(rows.size(), opened) << absl::StrJoin(rows, "\n") << log;
 
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "incident store")) std::cerr << line << "\n";
+  }
   // A restart finds it.
   agg = testing::StartAggregator(state, out_.path(), {}, &ports);
   ASSERT_NE(agg, nullptr);
