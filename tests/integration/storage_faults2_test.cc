@@ -188,22 +188,24 @@ class PrivateMounts {
   std::vector<std::string> mounted_;
 };
 
-// Rows of incidents.db (read-only, straight from the file): "kind entity" of each incident.
+// Rows of incidents.db (read-only, straight from the file): "kind entity" of each incident; a
+// test failure when the file cannot be read.
 std::vector<std::string> StoredIncidents(const std::string& state) {
   std::vector<std::string> out;
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2((state + "/incidents.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-      SQLITE_OK) {
-    sqlite3_stmt* q = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT kind, entity FROM incidents ORDER BY id", -1, &q,
-                           nullptr) == SQLITE_OK) {
-      while (sqlite3_step(q) == SQLITE_ROW) {
-        out.push_back(absl::StrCat(reinterpret_cast<const char*>(sqlite3_column_text(q, 0)), " ",
-                                   reinterpret_cast<const char*>(sqlite3_column_text(q, 1))));
-      }
-    }
-    sqlite3_finalize(q);
+  sqlite3_stmt* q = nullptr;
+  int rc = sqlite3_open_v2((state + "/incidents.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_prepare_v2(db, "SELECT kind, entity FROM incidents ORDER BY id", -1, &q, nullptr);
   }
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+      out.push_back(absl::StrCat(reinterpret_cast<const char*>(sqlite3_column_text(q, 0)), " ",
+                                 reinterpret_cast<const char*>(sqlite3_column_text(q, 1))));
+    }
+  }
+  EXPECT_TRUE(rc == SQLITE_OK || rc == SQLITE_DONE) << "reading incidents.db: " << sqlite3_errmsg(db);
+  sqlite3_finalize(q);
   sqlite3_close(db);
   return out;
 }
