@@ -72,8 +72,9 @@ struct JournalReadStats {
 
 // Reads every segment of `dir` in order and calls `visit` for each payload once (a record written
 // twice, after a failed sync, is visited once). A segment that cannot be read (an I/O error) is
-// skipped and counted, as a damaged one is: the rest of the journal is still read. `watermarks` (optional) receives the restored
-// watermark of every (node, agent_epoch): the highest of its checkpoints and payloads.
+// skipped and counted, as a damaged one is: the rest of the journal is still read. `watermarks`
+// (optional) receives the restored watermark of every (node, agent_epoch): the highest of its
+// checkpoints and payloads.
 absl::Status ReadJournal(const std::string& dir, JournalFileSystem* fs,
                          const std::function<void(const JournalEntry&)>& visit,
                          std::vector<Watermark>* watermarks = nullptr,

@@ -20,14 +20,13 @@
 // twice, or if another agent stops being acknowledged.
 #include <errno.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
@@ -124,7 +123,8 @@ class PrivateMounts {
     ok_ = true;
   }
   ~PrivateMounts() {
-    for (auto it = mounted_.rbegin(); it != mounted_.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
+    for (auto it = mounted_.rbegin(); it != mounted_.rend(); ++it)
+      ::umount2(it->c_str(), MNT_DETACH);
   }
   bool ok() const { return ok_; }
   const std::string& why() const { return why_; }
@@ -204,7 +204,8 @@ std::vector<std::string> StoredIncidents(const std::string& state) {
                                  reinterpret_cast<const char*>(sqlite3_column_text(q, 1))));
     }
   }
-  EXPECT_TRUE(rc == SQLITE_OK || rc == SQLITE_DONE) << "reading incidents.db: " << sqlite3_errmsg(db);
+  EXPECT_TRUE(rc == SQLITE_OK || rc == SQLITE_DONE)
+      << "reading incidents.db: " << sqlite3_errmsg(db);
   sqlite3_finalize(q);
   sqlite3_close(db);
   return out;
@@ -247,8 +248,8 @@ TEST_F(StorageFaultTest, SqliteFullDisk) {
   ASSERT_TRUE(a.Feed("before", 0, 500));
   ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("before") == 500; }));
   ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15))) << agg->Stderr();
-  ASSERT_TRUE(testing::Eventually(
-      [&] { return std::filesystem::exists(state + "/incidents.db-wal"); }));
+  ASSERT_TRUE(
+      testing::Eventually([&] { return std::filesystem::exists(state + "/incidents.db-wal"); }));
 
   // incidents.db's disk fills; node-a's port flaps.
   EXPECT_GT(PrivateMounts::Fill(state + "/filler"), 0u);
@@ -352,10 +353,9 @@ TEST_F(StorageFaultTest, JournalIoErrors) {
     const char* call;
     const char* says;
   };
-  const Phase phases[] = {
-      {testing::IoFault::kWrite, EIO, "write", "Input/output error"},
-      {testing::IoFault::kSync, EIO, "fdatasync", "Input/output error"},
-      {testing::IoFault::kWrite, EROFS, "write", "Read-only file system"}};
+  const Phase phases[] = {{testing::IoFault::kWrite, EIO, "write", "Input/output error"},
+                          {testing::IoFault::kSync, EIO, "fdatasync", "Input/output error"},
+                          {testing::IoFault::kWrite, EROFS, "write", "Read-only file system"}};
   for (int phase = 0; phase < 3; ++phase) {
     SCOPED_TRACE(absl::StrCat(phases[phase].call, ": ", phases[phase].says));
     const int32_t hits_before = fault.hits();
@@ -363,8 +363,8 @@ TEST_F(StorageFaultTest, JournalIoErrors) {
     const std::string job = absl::StrCat("during-", phase);
     ASSERT_TRUE(a.Feed(job, 0, 1000));
     ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn(job) == 1000; }));
-    ASSERT_TRUE(testing::Eventually([&] { return ReadyStatus(ports.http) == 503; },
-                                    absl::Seconds(10)))
+    ASSERT_TRUE(
+        testing::Eventually([&] { return ReadyStatus(ports.http) == 503; }, absl::Seconds(10)))
         << agg->Stderr();
     const double acked_stuck = a.Upload("ringside_agent_upload_acked_seq");
     absl::SleepFor(absl::Milliseconds(1200));
@@ -384,8 +384,8 @@ TEST_F(StorageFaultTest, JournalIoErrors) {
     EXPECT_TRUE(absl::StrContains(agg->Stderr(), "not acknowledging until it succeeds"));
     fault.Set(phases[phase].kind, 0);
     // The errors stop: the backlog is written and acknowledged.
-    ASSERT_TRUE(testing::Eventually([&] { return ReadyStatus(ports.http) == 200; },
-                                    absl::Seconds(10)))
+    ASSERT_TRUE(
+        testing::Eventually([&] { return ReadyStatus(ports.http) == 200; }, absl::Seconds(10)))
         << agg->Stderr();
     ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15))) << agg->Stderr();
   }
@@ -442,9 +442,10 @@ TEST_F(StorageFaultTest, JournalReadErrorAtReplay) {
     }
   }
   uint64_t expect_payloads = 0;
-  ASSERT_TRUE(daemon::ReadJournal(copy.path() + "/journal", nullptr,
-                                  [&](const daemon::JournalEntry&) { ++expect_payloads; })
-                  .ok());
+  ASSERT_TRUE(
+      daemon::ReadJournal(copy.path() + "/journal", nullptr, [&](const daemon::JournalEntry&) {
+        ++expect_payloads;
+      }).ok());
   daemon::JournalReadStats all;
   ASSERT_TRUE(daemon::ReadJournal(state + "/journal", nullptr, nullptr, nullptr, &all).ok());
   ASSERT_LT(expect_payloads, all.payloads - all.duplicates) << "the victim holds no payload";
@@ -509,10 +510,10 @@ TEST_F(StorageFaultTest, ReadOnlyStateDirAtStart) {
   ASSERT_TRUE(mounts.SetReadOnly(state, true)) << mounts.why();
   ASSERT_TRUE(a.Feed("during", 0, 500));
   ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("during") == 500; }));
-  testing::Process refused({testing::BinaryPath("daemon/ringside-aggregator"),
-                            "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-                            "--state-dir=" + state},
-                           out_.path());
+  testing::Process refused(
+      {testing::BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
+       "--http-listen=127.0.0.1:0", "--state-dir=" + state},
+      out_.path());
   EXPECT_EQ(refused.Wait(absl::Seconds(20)), 1) << refused.Stderr();
   std::cerr << "read-only state dir: " << refused.Stderr();
   EXPECT_TRUE(absl::StrContains(refused.Stderr(), "Read-only file system") &&

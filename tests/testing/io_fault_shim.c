@@ -63,7 +63,7 @@ typedef ssize_t (*PreadFn)(int, void*, size_t, off_t);
 typedef ssize_t (*Pread64Fn)(int, void*, size_t, off64_t);
 
 /* The next definition of `name` (libc's), looked up once. */
-#define REAL(name, type) \
+#define REAL(name, type)   \
   static type real_##name; \
   if (real_##name == NULL) real_##name = (type)dlsym(RTLD_NEXT, #name)
 
