@@ -49,14 +49,8 @@ constexpr const char* kColumns =
     "resolution, causes, affected, revision";
 
 absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what) {
-  std::string msg =
+  const std::string msg =
       absl::StrCat("incident store: ", what, ": ", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-  // SQLite's "disk I/O error" does not say which; the failed system call's errno does.
-  if (db != nullptr && (rc & 0xff) == SQLITE_IOERR) {
-    if (const int err = sqlite3_system_errno(db); err != 0) {
-      absl::StrAppend(&msg, " (", std::strerror(err), ")");
-    }
-  }
   switch (rc & 0xff) {
     case SQLITE_OK:
     case SQLITE_DONE:

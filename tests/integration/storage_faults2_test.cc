@@ -5,6 +5,7 @@
 //  - SqliteFullDisk: incidents.db's file system fills while the journal's (a mount of its own)
 //    does not; a port flaps. Records are still acknowledged, the incident is served from memory
 //    and counted as unsaved, and written once space returns (a restart finds it).
+//  - SqliteIoErrors: incidents.db's writes fail with EIO (the shim below); the same holds.
 //  - JournalIoErrors: the journal's writes, then its syncs fail with EIO, then its writes with
 //    EROFS (an LD_PRELOAD shim, tests/testing/io_fault_shim.c); nothing is acknowledged
 //    meanwhile, /readyz says why, another agent is served; once the errors stop everything is
@@ -322,6 +323,64 @@ TEST_F(StorageFaultTest, SqliteFullDisk) {
   ExpectAllOnce(j, "node-a", "after", 500);
   ExpectNoneTwice(j);
   EXPECT_EQ(j.records.size(), 2000u);
+}
+
+// I/O errors (EIO) on incidents.db's writes, the journal well.
+TEST_F(StorageFaultTest, SqliteIoErrors) {
+  const std::string state = out_.path() + "/state";
+  testing::IoFault fault(out_.path() + "/io-fault", ShimPath(), "/incidents.db");
+  ASSERT_TRUE(fault.ok());
+  testing::AggregatorPorts ports;
+  std::unique_ptr<testing::Process> agg = testing::StartAggregator(
+      state, out_.path(), {}, &ports,
+      [&](std::vector<std::string> argv) { return fault.Wrap(std::move(argv)); });
+  ASSERT_NE(agg, nullptr);
+  FaultAgent a("node-a", out_.path());
+  ASSERT_TRUE(a.Start(Loopback(ports.grpc)));
+  ASSERT_TRUE(a.Feed("before", 0, 500));
+  ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("before") == 500; }));
+  ASSERT_TRUE(a.WaitAllAcked(absl::Seconds(15))) << agg->Stderr();
+
+  fault.Set(testing::IoFault::kWrite, EIO);
+  Flap(a);
+  ASSERT_TRUE(agg->WaitForStderr("opened: link_flapping", absl::Seconds(20))) << agg->Stderr();
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return AggMetric(ports.http, "ringside_analysis_unsaved_incidents") >= 1; },
+      absl::Seconds(10)))
+      << agg->Stderr();
+  EXPECT_GT(fault.hits(), 0);
+  EXPECT_TRUE(agg->WaitForStderr("incident store: cannot write", absl::Seconds(5)) &&
+              agg->WaitForStderr("COMMIT: disk I/O error", absl::Seconds(1)))
+      << agg->Stderr();
+  const std::string listed = testing::HttpGet(ports.http, "/api/v1/incidents");
+  EXPECT_TRUE(absl::StrContains(listed, "link_flapping")) << listed;
+  ASSERT_TRUE(a.Feed("during", 0, 1000));
+  ASSERT_TRUE(testing::Eventually([&] { return a.RecordsIn("during") == 1000; }));
+  EXPECT_TRUE(a.WaitAllAcked(absl::Seconds(15))) << "records not acked while SQLite fails";
+  EXPECT_EQ(ReadyStatus(ports.http), 200);
+  EXPECT_GE(AggMetric(ports.http, "ringside_analysis_unsaved_incidents"), 1);
+
+  fault.Set(testing::IoFault::kWrite, 0);
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return AggMetric(ports.http, "ringside_analysis_unsaved_incidents") == 0; },
+      absl::Seconds(10)))
+      << agg->Stderr();
+  EXPECT_TRUE(agg->WaitForStderr("incident store: writable again", absl::Seconds(5)));
+  Stop(a.process());
+  Stop(agg.get());
+  const std::string log = agg->Stderr();
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "incident store")) std::cerr << line << "\n";
+  }
+  const std::vector<std::string> rows = StoredIncidents(state);
+  size_t opened = 0;
+  for (size_t at = 0; (at = log.find(" opened: ", at)) != std::string::npos; ++at) ++opened;
+  EXPECT_EQ(rows.size(), opened) << absl::StrJoin(rows, "\n") << log;
+  const testing::JournalContents j = testing::ReadJournalRecords(state);
+  ASSERT_EQ(j.error, "");
+  ExpectAllOnce(j, "node-a", "before", 500);
+  ExpectAllOnce(j, "node-a", "during", 1000);
+  ExpectNoneTwice(j);
 }
 
 // --- I/O errors on the journal ----------------------------------------------------------------
