@@ -5,11 +5,11 @@
 //  - SqliteFullDisk: incidents.db's file system fills while the journal's (a mount of its own)
 //    does not; a port flaps. Records are still acknowledged, the incident is served from memory
 //    and counted as unsaved, and written once space returns (a restart finds it).
-//  - SqliteIoErrors: incidents.db's writes fail with EIO (the shim below); the same holds.
+//  - SqliteIoErrors: incidents.db's writes fail with EIO (an LD_PRELOAD shim,
+//    tests/testing/io_fault_shim.c); the same holds.
 //  - JournalIoErrors: the journal's writes, then its syncs fail with EIO, then its writes with
-//    EROFS (an LD_PRELOAD shim, tests/testing/io_fault_shim.c); nothing is acknowledged
-//    meanwhile, /readyz says why, another agent is served; once the errors stop everything is
-//    written once.
+//    EROFS (the shim); nothing is acknowledged meanwhile, /readyz says why, another agent is
+//    served; once the errors stop everything is written once.
 //  - JournalReadErrorAtReplay: one journal segment cannot be read (EIO) at restart. The aggregator
 //    starts, names the segment, replays the others and takes new records.
 //  - ReadOnlyStateDirAtStart: the state dir is read-only (EROFS) when the aggregator starts: it
