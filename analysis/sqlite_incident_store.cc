@@ -1,8 +1,11 @@
 #include "analysis/sqlite_incident_store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -235,10 +238,20 @@ absl::StatusOr<std::unique_ptr<SqliteIncidentStore>> SqliteIncidentStore::OpenFi
     sqlite3_close(db);
     return s;
   }
+  if (sqlite3_db_readonly(db, "main") == 1) {
+    // SQLite falls back to reading a file it may not write (a read-only file system, no write
+    // permission); the store must write, and SQLite's later errors would not say why.
+    const std::string why = ::access(path.c_str(), W_OK) != 0 ? std::strerror(errno) : "read-only";
+    sqlite3_close(db);
+    return absl::PermissionDeniedError(
+        absl::StrCat("incident store: cannot write ", path, ": ", why));
+  }
   sqlite3_busy_timeout(db, static_cast<int>(absl::ToInt64Milliseconds(options.busy_timeout)));
   std::unique_ptr<SqliteIncidentStore> store(new SqliteIncidentStore(db, path));
   absl::MutexLock lock(&store->mu_);
-  if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  if (absl::Status s = store->Migrate(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " [", path, "]"));
+  }
   if (options.set_aside_damaged) {
     if (absl::Status s = store->QuickCheck(); !s.ok()) return s;
     // Damage inside a row (its JSON) passes quick_check but would fail the load of the open
@@ -274,8 +287,10 @@ absl::Status SqliteIncidentStore::Exec(const char* sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
   if (rc == SQLITE_OK) return absl::OkStatus();
-  absl::Status s = SqliteStatus(db_, rc, err ? err : "exec");
+  // Named by the statement when short ("COMMIT": "incident store: COMMIT: database or disk is
+  // full"); SqliteStatus adds SQLite's message, which `err` repeats.
   sqlite3_free(err);
+  absl::Status s = SqliteStatus(db_, rc, std::strlen(sql) <= 40 ? sql : "exec");
   return s;
 }
 
@@ -394,7 +409,12 @@ absl::Status SqliteIncidentStore::Put(const Incident& inc) {
     Exec("ROLLBACK").IgnoreError();
     return status;
   }
-  return Exec("COMMIT");
+  status = Exec("COMMIT");
+  // A COMMIT that fails (a full disk: SQLITE_FULL, an I/O error) may leave the transaction open;
+  // then every later BEGIN would fail ("cannot start a transaction within a transaction") even
+  // once the disk has room again. Roll it back: the caller keeps the incident and retries.
+  if (!status.ok() && sqlite3_get_autocommit(db_) == 0) Exec("ROLLBACK").IgnoreError();
+  return status;
 }
 
 absl::StatusOr<Incident> SqliteIncidentStore::Row(sqlite3_stmt* s) {

@@ -79,7 +79,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
     a->Log(absl::StrCat("journal ", jo.dir, ": restored ", marks.size(), " watermarks and ",
                         r.payloads - r.duplicates, " payloads from ", r.segments, " segments (",
                         r.duplicates, " duplicates skipped, ", r.corrupt_segments,
-                        " torn segment tails)"));
+                        " torn segment tails, ", r.unreadable_segments, " unreadable segments)"));
   } else {
     a->Log(
         "no --state-dir: memory only (a restart forgets watermarks and windows; agents resend "

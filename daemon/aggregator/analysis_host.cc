@@ -450,8 +450,31 @@ void AnalysisHost::ApplyPending() {
     ++flush_stats_.applies;
     if (!s.ok()) ++flush_stats_.errors;
   }
-  if (!s.ok()) options_.log(absl::StrCat("incident store: ", s.ToString()));
+  ReportStore(s, analysis_->incidents().unsaved());
   if (!changes.empty()) Queue(std::move(changes));
+}
+
+void AnalysisHost::ReportStore(const absl::Status& s, size_t unsaved) {
+  const absl::Time now = absl::Now();
+  std::string line;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    if (!s.ok()) {
+      // The first failure, then at most one line a minute while they go on (each flush retries).
+      if (!store_failing_ || now - store_logged_ >= absl::Minutes(1)) {
+        line = absl::StrCat("incident store: cannot write ", unsaved,
+                            " incidents; they are kept and served from memory and written by the "
+                            "first flush that succeeds (ringside_analysis_unsaved_incidents): ",
+                            s.ToString());
+        store_logged_ = now;
+      }
+      store_failing_ = true;
+    } else if (store_failing_ && unsaved == 0) {
+      line = "incident store: writable again; every incident is written";
+      store_failing_ = false;
+    }
+  }
+  if (!line.empty()) options_.log(line);
 }
 
 void AnalysisHost::Queue(std::vector<analysis::IncidentChange> changes) {
@@ -461,11 +484,13 @@ void AnalysisHost::Queue(std::vector<analysis::IncidentChange> changes) {
 
 void AnalysisHost::Flush(absl::Time now) {
   absl::Status s;
+  size_t unsaved = 0;
   const absl::Time flush_start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
     std::vector<analysis::IncidentChange> changes;
     s = analysis_->Flush(now, &changes);
+    unsaved = analysis_->incidents().unsaved();
     if (!changes.empty()) Queue(std::move(changes));
   }
   {
@@ -476,7 +501,7 @@ void AnalysisHost::Flush(absl::Time now) {
     flush_stats_.last_seconds = seconds;
     flush_stats_.total_seconds += seconds;
   }
-  if (!s.ok()) options_.log(absl::StrCat("incident store: ", s.ToString()));
+  ReportStore(s, unsaved);
   Deliver();
 }
 

@@ -140,6 +140,10 @@ class AnalysisHost final : public IngestObserver {
   void Queue(std::vector<analysis::IncidentChange> changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   void RunFlushThread() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // After a round of incident store writes (an application of findings, a flush) that left
+  // `unsaved` incidents unwritten: logs the first failure, then at most one line a minute while
+  // they go on, and the recovery.
+  void ReportStore(const absl::Status& s, size_t unsaved) ABSL_LOCKS_EXCLUDED(stats_mu_);
 
   AnalysisHostOptions options_;
   // Rebuilds the merged topology from the file and the current discovery, records the events
@@ -154,6 +158,8 @@ class AnalysisHost final : public IngestObserver {
   std::vector<ChangeListener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   mutable absl::Mutex stats_mu_;
   FlushStats flush_stats_ ABSL_GUARDED_BY(stats_mu_);
+  bool store_failing_ ABSL_GUARDED_BY(stats_mu_) = false;
+  absl::Time store_logged_ ABSL_GUARDED_BY(stats_mu_) = absl::InfinitePast();
   // Per series identity (ObservedSample::identity), its binding: decided once, then a step
   // costs an index. Node numbers for the port tokens. Both under mu_.
   struct CachedBinding {

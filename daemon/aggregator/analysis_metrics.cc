@@ -120,6 +120,10 @@ const std::vector<AnalysisMetricSpec>& AnalysisMetricCatalog() {
        "Wall time of the latest flush."},
       {"ringside_analysis_pending_findings", MetricType::Gauge, "",
        "Findings waiting for the next flush."},
+      {"ringside_analysis_unsaved_incidents", MetricType::Gauge, "",
+       "Incidents changed in memory but not written to incidents.db because its writes fail "
+       "(a full disk, an I/O error); served from memory meanwhile and written by the first "
+       "flush that succeeds. 0 when the store keeps up."},
       {"ringside_analysis_links", MetricType::Gauge, "", "Links the link detector tracks."},
       {"ringside_analysis_ranks", MetricType::Gauge, "",
        "Ranks (of every job and communicator) the straggler detector has judged."},
@@ -213,6 +217,7 @@ std::shared_ptr<const AnalysisMetrics::Views> AnalysisMetrics::CurrentViews() co
   const absl::Time start = absl::Now();
   host_->WithAnalysis([&](const analysis::FabricAnalysis& a) {
     v->pending_findings = a.pending_findings();
+    v->unsaved_incidents = a.incidents().unsaved();
     for (const analysis::Incident* i : a.incidents().Open()) {
       OpenIncident o;
       o.kind = static_cast<int>(i->kind);
@@ -344,6 +349,7 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
     out.Add("ringside_analysis_flush_duration_seconds_total", {}, fs.total_seconds);
     out.Add("ringside_analysis_last_flush_duration_seconds", {}, fs.last_seconds);
     out.Add("ringside_analysis_pending_findings", {}, static_cast<double>(v->pending_findings));
+    out.Add("ringside_analysis_unsaved_incidents", {}, static_cast<double>(v->unsaved_incidents));
     out.Add("ringside_analysis_links", {}, static_cast<double>(v->links.size()));
     out.Add("ringside_analysis_ranks", {}, static_cast<double>(ranks.size()));
     out.Add("ringside_metrics_snapshot_lock_seconds", {}, v->lock_seconds);

@@ -85,6 +85,7 @@ class AnalysisMetrics final : public IngestObserver, public prometheus::Collecta
     absl::Time taken = absl::InfinitePast();
     double lock_seconds = 0;
     size_t pending_findings = 0;
+    size_t unsaved_incidents = 0;  // changed in memory, not yet in the incident store
     std::vector<OpenIncident> incidents;
     std::vector<analysis::LinkView> links;
     std::vector<analysis::RankView> ranks;

@@ -52,9 +52,21 @@ absl::Status ReadJournal(const std::string& dir, JournalFileSystem* fs,
   if (!segments.ok()) return segments.status();
   std::map<EpochKey, uint64_t> marks;
   for (uint64_t index : *segments) {
-    absl::StatusOr<std::string> data =
-        fs->ReadAll(absl::StrCat(dir, "/", JournalSegmentName(index)));
-    if (!data.ok()) return data.status();
+    const std::string path = absl::StrCat(dir, "/", JournalSegmentName(index));
+    absl::StatusOr<std::string> data = fs->ReadAll(path);
+    if (absl::IsNotFound(data.status())) continue;  // deleted since the listing
+    if (!data.ok()) {
+      // A disk that returns errors for one file must not keep the aggregator down: what every
+      // other segment holds is still read (as with a damaged frame).
+      absl::StatusOr<uint64_t> size = fs->Size(path);
+      ++st.unreadable_segments;
+      if (size.ok()) st.unread_bytes += *size;
+      st.damage.push_back(absl::StrCat(
+          JournalSegmentName(index), ": could not be read (", data.status().message(), "); its ",
+          size.ok() ? absl::StrCat(*size) : std::string("unknown number of"),
+          " bytes are not replayed"));
+      continue;
+    }
     ++st.segments;
     st.bytes += data->size();
     size_t pos = 0;

@@ -62,15 +62,19 @@ struct JournalReadStats {
   uint64_t payloads = 0;             // payload records read (before dropping duplicates)
   uint64_t duplicates = 0;           // payload records at or below their epoch's watermark
   uint64_t corrupt_segments = 0;     // segments that ended in a torn or corrupt frame
+  uint64_t unreadable_segments = 0;  // segments the file system would not read (EIO, ...)
   uint64_t unparsable_payloads = 0;  // frames intact but the message did not parse
-  uint64_t unread_bytes = 0;         // after the bad frame of each corrupt segment
-  // One line per corrupt segment: its name, what was wrong at which offset, the bytes not read.
+  uint64_t unread_bytes = 0;         // after the bad frame of each corrupt segment, and unreadable
+  // One line per corrupt or unreadable segment: its name, what was wrong (at which offset), the
+  // bytes not read.
   std::vector<std::string> damage;
 };
 
 // Reads every segment of `dir` in order and calls `visit` for each payload once (a record written
-// twice, after a failed sync, is visited once). `watermarks` (optional) receives the restored
-// watermark of every (node, agent_epoch): the highest of its checkpoints and payloads.
+// twice, after a failed sync, is visited once). A segment that cannot be read (an I/O error) is
+// skipped and counted, as a damaged one is: the rest of the journal is still read. `watermarks`
+// (optional) receives the restored watermark of every (node, agent_epoch): the highest of its
+// checkpoints and payloads.
 absl::Status ReadJournal(const std::string& dir, JournalFileSystem* fs,
                          const std::function<void(const JournalEntry&)>& visit,
                          std::vector<Watermark>* watermarks = nullptr,

@@ -266,7 +266,9 @@ int main(int argc, char** argv) {
     LogLine(absl::StrCat("journal: ", stats.segments, " segments, ", stats.bytes, " bytes, ",
                          stats.payloads - stats.duplicates, " payloads (", stats.duplicates,
                          " duplicates skipped, ", stats.corrupt_segments, " torn tails, ",
+                         stats.unreadable_segments, " unreadable segments, ",
                          stats.unparsable_payloads, " unparsable)"));
+    for (const std::string& d : stats.damage) LogLine(absl::StrCat("journal: ", d));
     return 0;
   }
 

@@ -70,13 +70,15 @@ int ConnectLoopback(int port) {
 
 }  // namespace
 
-std::unique_ptr<Process> StartAggregator(const std::string& state_dir, const std::string& out_dir,
-                                         const std::vector<std::string>& extra,
-                                         AggregatorPorts* ports) {
+std::unique_ptr<Process> StartAggregator(
+    const std::string& state_dir, const std::string& out_dir,
+    const std::vector<std::string>& extra, AggregatorPorts* ports,
+    const std::function<std::vector<std::string>(std::vector<std::string>)>& wrap) {
   std::vector<std::string> argv = {BinaryPath("daemon/ringside-aggregator"),
                                    "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
                                    "--state-dir=" + state_dir};
   argv.insert(argv.end(), extra.begin(), extra.end());
+  if (wrap) argv = wrap(std::move(argv));
   auto p = std::make_unique<Process>(argv, out_dir);
   *ports = AggregatorPorts{};
   if (!p->WaitForStderr("HTTP (/metrics", absl::Seconds(20))) {
@@ -212,13 +214,14 @@ double FaultAgent::Upload(const std::string& family,
   return s.size() == 1 ? s[0].value : -1;
 }
 
-bool FaultAgent::WaitAllAcked(absl::Duration timeout) {
+bool FaultAgent::WaitAllAcked(absl::Duration timeout,
+                              const std::map<std::string, std::string>& labels) {
   // Sample batches follow every 100 ms: once one sent after now is acked, so is all before it.
-  const double sent_now = Upload("ringside_agent_upload_sent_seq");
+  const double sent_now = Upload("ringside_agent_upload_sent_seq", labels);
   return Eventually(
       [&] {
-        const double sent = Upload("ringside_agent_upload_sent_seq");
-        const double acked = Upload("ringside_agent_upload_acked_seq");
+        const double sent = Upload("ringside_agent_upload_sent_seq", labels);
+        const double acked = Upload("ringside_agent_upload_acked_seq", labels);
         return sent > sent_now && acked >= sent_now + 1 && acked > 0;
       },
       timeout, absl::Milliseconds(50));

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,10 +34,12 @@ struct AggregatorPorts {
 };
 
 // ringside-aggregator on 127.0.0.1 ephemeral ports with `state_dir`; nullptr (and a test failure)
-// when it does not come up within 20 s. `ports` receives the ports it logged.
-std::unique_ptr<Process> StartAggregator(const std::string& state_dir, const std::string& out_dir,
-                                         const std::vector<std::string>& extra,
-                                         AggregatorPorts* ports);
+// when it does not come up within 20 s. `ports` receives the ports it logged. `wrap`, when set,
+// turns the command line into the one to run (e.g. under an LD_PRELOAD shim: IoFault::Wrap).
+std::unique_ptr<Process> StartAggregator(
+    const std::string& state_dir, const std::string& out_dir,
+    const std::vector<std::string>& extra, AggregatorPorts* ports,
+    const std::function<std::vector<std::string>(std::vector<std::string>)>& wrap = nullptr);
 
 // gRPC Query.GetStatus against the aggregator (2 s deadline): the number of nodes it knows, or -1
 // when the call fails.
@@ -68,7 +71,8 @@ class FaultAgent {
   double Upload(const std::string& family, const std::map<std::string, std::string>& labels = {});
   // Waits until the aggregator acknowledged every sequenced message the agent has sent so far,
   // including one sent after this call began (so everything enqueued before it is covered).
-  bool WaitAllAcked(absl::Duration timeout);
+  // `labels` pick one uploader of an agent with several ({{"aggregator", "127.0.0.1:port"}}).
+  bool WaitAllAcked(absl::Duration timeout, const std::map<std::string, std::string>& labels = {});
   // VmRSS of the agent process in bytes (0 if unreadable).
   uint64_t RssBytes();
 
