@@ -145,6 +145,8 @@ class AnalysisHost final : public IngestObserver {
   // Rebuilds the merged topology from the file and the current discovery, records the events
   // and disagreements, and hands the result to the detectors.
   void Remerge(absl::string_view reporter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes discovered_'s new merged graph (or its end) and remerges.
+  void TakeDiscovered(absl::string_view reporter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<analysis::IncidentStore> store_;
   std::shared_ptr<const analysis::Topology> file_topology_;  // --topology; null: none
