@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "collectors/ibmad/subnet_graph.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fat_tree_graph.h"
 
 namespace ringside::daemon {
 namespace {
@@ -18,72 +19,8 @@ namespace {
 using collectors::DiscoveredLink;
 using collectors::SubnetGraph;
 
-constexpr uint8_t kCa = 1;
-constexpr uint8_t kSwitch = 2;
-
-void AddNode(SubnetGraph& g, uint64_t guid, uint8_t type, uint8_t ports, std::string desc,
-             uint16_t lid) {
-  collectors::DiscoveredNode& n = g.nodes[guid];
-  n.info.node_guid = guid;
-  n.info.port_guid = guid;
-  n.info.node_type = type;
-  n.info.num_ports = ports;
-  n.info.vendor_id = 0x2c9;
-  n.description = std::move(desc);
-  n.lid = lid;
-}
-
-void Cable(SubnetGraph& g, uint64_t a, uint8_t ap, uint64_t b, uint8_t bp) {
-  for (auto [guid, port] : {std::pair{a, ap}, std::pair{b, bp}}) {
-    collectors::DiscoveredNode& n = g.nodes.at(guid);
-    collectors::DiscoveredPort& p = n.ports[port];
-    p.num = port;
-    p.lid = n.lid;
-    p.state = 4;
-    p.phys_state = 5;
-    p.width_active = 2;  // 4x
-    p.speed_active = 4;  // QDR
-  }
-  DiscoveredLink l{a, ap, b, bp};
-  if (std::pair{b, bp} < std::pair{a, ap}) l = {b, bp, a, ap};
-  g.links.push_back(l);
-  std::sort(g.links.begin(), g.links.end());
-}
-
-// A two-level fat tree: `spines` spines, `leaves` leaves, 2 hosts per leaf ("host<k> mlx5_<plane>",
-// cabled on leaf ports 1, 2; uplinks on leaf ports 3.. to spine port = leaf number). GUIDs start at
-// `plane` << 32, so two planes share none.
-struct FatTree {
-  static constexpr int kHostsPerLeaf = 2;
-  int plane;
-  uint64_t Spine(int s) const { return (uint64_t{0x10} + plane) << 32 | (0x100 + s); }
-  uint64_t Leaf(int l) const { return (uint64_t{0x10} + plane) << 32 | (0x200 + l); }
-  uint64_t Hca(int h) const { return (uint64_t{0x10} + plane) << 32 | (0x1000 + h); }
-  static std::string Host(int h) { return absl::StrCat("host", h); }
-
-  SubnetGraph Build(int spines = 2, int leaves = 4) const {
-    SubnetGraph g;
-    g.complete = true;
-    uint16_t lid = 1;
-    for (int s = 1; s <= spines; ++s) {
-      AddNode(g, Spine(s), kSwitch, 8, absl::StrCat("spine", s, "-p", plane), lid++);
-    }
-    for (int l = 1; l <= leaves; ++l) {
-      AddNode(g, Leaf(l), kSwitch, 8, absl::StrCat("leaf", l, "-p", plane), lid++);
-      for (int s = 1; s <= spines; ++s) {
-        Cable(g, Leaf(l), static_cast<uint8_t>(kHostsPerLeaf + s), Spine(s),
-              static_cast<uint8_t>(l));
-      }
-      for (int k = 1; k <= kHostsPerLeaf; ++k) {
-        const int h = (l - 1) * kHostsPerLeaf + k;
-        AddNode(g, Hca(h), kCa, 1, absl::StrCat(Host(h), " mlx5_", plane), lid++);
-        Cable(g, Leaf(l), static_cast<uint8_t>(k), Hca(h), 1);
-      }
-    }
-    g.start_guid = Hca(1);
-    return g;
-  }
-};
+using testing::AddIbNode;
+using FatTree = testing::FatTreeGraph;
 
 v1::SeriesDefs Defs(const SubnetGraph& g) {
   v1::SeriesDefs defs;
@@ -193,7 +130,7 @@ TEST(DiscoveredFabricTest, PartialGraphCutsOnlyItsOwnCable) {
   // host5 (a discoverer) behind a down cable: its pass sees its own CA and nothing else.
   SubnetGraph alone;
   alone.complete = true;
-  AddNode(alone, t.Hca(5), kCa, 1, "host5 mlx5_1", 0);
+  AddIbNode(alone, t.Hca(5), testing::kIbCa, 1, "host5 mlx5_1", 0);
   h.log.clear();
   h.fabric.OnInfo("host5", Defs(alone));
   ASSERT_EQ(h.log.size(), 2u) << h.Log();
