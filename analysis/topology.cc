@@ -530,10 +530,12 @@ absl::StatusOr<Topology> Topology::Parse(absl::string_view text, Format format) 
 
 Topology Topology::FromAttachments(Format format, std::vector<HcaAttachment> attachments,
                                    std::map<std::string, std::string> switches,
-                                   std::vector<SwitchLink> switch_links) {
+                                   std::vector<SwitchLink> switch_links,
+                                   std::map<std::string, int> switch_ports) {
   Topology t;
   t.format_ = format;
   t.switches_ = std::move(switches);
+  t.switch_ports_ = std::move(switch_ports);
   for (SwitchLink& s : switch_links) {
     if (std::tie(s.b_id, s.b_port) < std::tie(s.a_id, s.a_port)) {
       s = {s.b_id, s.b_port, s.a_id, s.a_port};

@@ -71,9 +71,11 @@ class Topology {
   // From attachments already known (a merge, the Query API's reply). `switches` maps switch id to
   // name; every attachment's leaf is added to it. `cas`: CA nodes, at least the named attachments'.
   // `switch_links`: cables between switches; their ends are added to `switches` too.
+  // `switch_ports`: switch id → its port count, where known.
   static Topology FromAttachments(Format format, std::vector<HcaAttachment> attachments,
                                   std::map<std::string, std::string> switches = {},
-                                  std::vector<SwitchLink> switch_links = {});
+                                  std::vector<SwitchLink> switch_links = {},
+                                  std::map<std::string, int> switch_ports = {});
 
   Format format() const { return format_; }
 
