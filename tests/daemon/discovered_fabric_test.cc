@@ -3,6 +3,9 @@
 #include "daemon/aggregator/discovered_fabric.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -221,6 +224,38 @@ TEST(DiscoveredFabricTest, MalformedRecordsAreRefusedWhole) {
   EXPECT_TRUE(h.Logged("fabric discovery from disc2: INVALID_ARGUMENT")) << h.Log();
   EXPECT_EQ(h.fabric.updates(), 1u);
   EXPECT_EQ(h.fabric.reporter(), "disc1");
+}
+
+// Ingest threads report and sample at once:
+// the end state is that of the last reports.
+TEST(DiscoveredFabricTest, ConcurrentReportsAndSamples) {
+  std::atomic<int> logged{0};
+  DiscoveredFabric fabric([&logged](const std::string&) { logged.fetch_add(1); });
+  const FatTree p1{1}, p2{2};
+  SubnetGraph down = p1.Build();
+  Unplug(down, p1.Leaf(1), p1.Hca(1));
+  const v1::SeriesDefs full1 = Defs(p1.Build()), down1 = Defs(down), full2 = Defs(p2.Build());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&fabric, i] {
+      const std::string node = i == 0 ? "discA" : "discB";
+      for (int k = 0; k < 2000; ++k) fabric.OnSamples(node, {});
+    });
+  }
+  threads.emplace_back([&] {
+    for (int k = 0; k < 50; ++k) fabric.OnInfo("discA", k % 2 == 0 ? full1 : down1);
+  });
+  threads.emplace_back([&] {
+    for (int k = 0; k < 50; ++k) fabric.OnInfo("discB", full2);
+  });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(fabric.reporter(), "discA, discB");
+  std::shared_ptr<const analysis::Topology> t = fabric.current();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->LeafOf("host1", "mlx5_1"), "");  // discA's last report: host1's cable down
+  EXPECT_EQ(t->LeavesOf("host2").size(), 2u);
+  EXPECT_EQ(fabric.updates(), 51u);  // plane 1, plane 2, then 49 changes of discA's graph
+  EXPECT_EQ(logged.load(), 1 + 1 + 49 * 2);  // each change: the cable and host1's CA
 }
 
 }  // namespace
