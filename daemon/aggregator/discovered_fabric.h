@@ -83,8 +83,8 @@ class DiscoveredFabric final : public IngestObserver {
   };
   static constexpr absl::Duration kExpireCheck = absl::Seconds(5);
 
-  // Rebuilds merged_ from reporters_ and returns the log lines of the change ("" prefix: the
-  // caller's), updating topology_ and updates_ when it changed.
+  // Rebuilds merged_ from reporters_ (the merge rule above) and, when it changed, topology_ and
+  // updates_; returns the log lines of the change, each starting with `prefix`.
   std::vector<std::string> Remerge(const std::string& prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
