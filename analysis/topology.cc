@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -151,6 +153,7 @@ class TopologyBuilder {
     char type = '?';  // 'S' switch, 'C' CA, 'R' router
     std::string guid;
     std::string description;
+    int ports = 0;  // from the record's header; 0: unknown
   };
   struct Link {
     std::string from;
@@ -160,9 +163,11 @@ class TopologyBuilder {
     std::string to_description;  // from the line's comment
   };
 
-  void AddNode(const std::string& id, char type, std::string guid, std::string description) {
+  void AddNode(const std::string& id, char type, std::string guid, std::string description,
+               int ports = 0) {
     Node& n = nodes_[id];
     n.type = type;
+    if (ports > 0) n.ports = ports;
     if (!guid.empty()) n.guid = std::move(guid);
     if (!description.empty()) n.description = std::move(description);
   }
@@ -197,12 +202,27 @@ class TopologyBuilder {
     };
     for (const auto& [id, n] : nodes_) {
       if (n.type == 'S') t.switches_[guid_of(id)] = n.description.empty() ? id : n.description;
+      if (n.type == 'S' && n.ports > 0) t.switch_ports_[guid_of(id)] = n.ports;
       if (n.type == 'C') ++t.cas_;
     }
+    std::set<SwitchLink> switch_links;  // each cable is listed from both of its switches
     for (const Link& l : links_) {
       const char a = TypeOf(l.from), b = TypeOf(l.to);
       std::string ca, sw, ca_desc, sw_desc;
       int ca_port = 0, sw_port = 0;
+      if (a == 'S' && b == 'S') {
+        SwitchLink s{guid_of(l.from), l.from_port, guid_of(l.to), l.to_port};
+        if (std::tie(s.b_id, s.b_port) < std::tie(s.a_id, s.a_port)) {
+          s = {s.b_id, s.b_port, s.a_id, s.a_port};
+        }
+        for (const auto& [id, fallback] : {std::pair{l.from, std::string()},
+                                           std::pair{l.to, l.to_description}}) {
+          std::string name = describe(id, fallback);
+          t.switches_.try_emplace(guid_of(id), name.empty() ? guid_of(id) : name);
+        }
+        switch_links.insert(std::move(s));
+        continue;
+      }
       if (a == 'C' && b == 'S') {
         ca = l.from, ca_port = l.from_port, sw = l.to, sw_port = l.to_port;
         ca_desc = describe(l.from, "");
@@ -241,6 +261,7 @@ class TopologyBuilder {
       std::string desc = n.description.empty() && GuidOfId(id).empty() ? id : n.description;
       if (SplitNodeDescription(desc).host.empty()) unnamed.insert(id);
     }
+    t.switch_links_.assign(switch_links.begin(), switch_links.end());
     t.unnamed_cas_ = unnamed.size();
     if (t.cas_ < unnamed.size()) t.cas_ = unnamed.size();
     t.Index();
@@ -331,7 +352,7 @@ absl::StatusOr<Topology> ParseRecords(absl::string_view text) {
       cur.id = std::string(id);
       cur.type = kind == "Switch" ? 'S' : kind == "Rt" ? 'R' : 'C';
       std::string guid = cur.guid.empty() ? GuidOfId(cur.id) : cur.guid;
-      b.AddNode(cur.id, cur.type, guid, desc);
+      b.AddNode(cur.id, cur.type, guid, desc, nports);
       continue;
     }
     if (line[0] == '[') {
@@ -508,10 +529,23 @@ absl::StatusOr<Topology> Topology::Parse(absl::string_view text, Format format) 
 }
 
 Topology Topology::FromAttachments(Format format, std::vector<HcaAttachment> attachments,
-                                   std::map<std::string, std::string> switches) {
+                                   std::map<std::string, std::string> switches,
+                                   std::vector<SwitchLink> switch_links,
+                                   std::map<std::string, int> switch_ports) {
   Topology t;
   t.format_ = format;
   t.switches_ = std::move(switches);
+  t.switch_ports_ = std::move(switch_ports);
+  for (SwitchLink& s : switch_links) {
+    if (std::tie(s.b_id, s.b_port) < std::tie(s.a_id, s.a_port)) {
+      s = {s.b_id, s.b_port, s.a_id, s.a_port};
+    }
+    t.switches_.try_emplace(s.a_id, s.a_id);
+    t.switches_.try_emplace(s.b_id, s.b_id);
+  }
+  std::sort(switch_links.begin(), switch_links.end());
+  switch_links.erase(std::unique(switch_links.begin(), switch_links.end()), switch_links.end());
+  t.switch_links_ = std::move(switch_links);
   std::set<std::string> cas;  // GUID (else description) of each CA
   for (const HcaAttachment& h : attachments) {
     if (!h.leaf.id.empty() && !t.switches_.count(h.leaf.id)) {

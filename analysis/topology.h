@@ -51,6 +51,17 @@ struct HcaAttachment {
   bool operator==(const HcaAttachment&) const = default;
 };
 
+// A cable between two switches (a switch record's port line to another switch), by switch id
+// (as LeafPort::id) and port, the lower (id, port) first. Kept from ibnetdiscover output (records
+// and -p) and subnet discovery; not used by the detectors, written back by FormatIbnetdiscover.
+struct SwitchLink {
+  std::string a_id;
+  int a_port = 0;
+  std::string b_id;
+  int b_port = 0;
+  auto operator<=>(const SwitchLink&) const = default;
+};
+
 class Topology {
  public:
   enum class Format { kAuto, kIbnetdiscover, kIbnetdiscoverPorts, kNodeSwitchMap };
@@ -59,8 +70,12 @@ class Topology {
   static absl::StatusOr<Topology> Parse(absl::string_view text, Format format = Format::kAuto);
   // From attachments already known (a merge, the Query API's reply). `switches` maps switch id to
   // name; every attachment's leaf is added to it. `cas`: CA nodes, at least the named attachments'.
+  // `switch_links`: cables between switches; their ends are added to `switches` too.
+  // `switch_ports`: switch id → its port count, where known.
   static Topology FromAttachments(Format format, std::vector<HcaAttachment> attachments,
-                                  std::map<std::string, std::string> switches = {});
+                                  std::map<std::string, std::string> switches = {},
+                                  std::vector<SwitchLink> switch_links = {},
+                                  std::map<std::string, int> switch_ports = {});
 
   Format format() const { return format_; }
 
@@ -79,6 +94,10 @@ class Topology {
 
   const std::vector<HcaAttachment>& attachments() const { return attachments_; }
   const std::map<std::string, std::string>& switch_names() const { return switches_; }  // id → name
+  // Switch-to-switch cables (sorted, unique); ports per switch as its record's header gives them
+  // (ibnetdiscover records only; absent: unknown).
+  const std::vector<SwitchLink>& switch_links() const { return switch_links_; }
+  const std::map<std::string, int>& switch_ports() const { return switch_ports_; }
   size_t hosts() const { return hosts_.size(); }
   size_t switches() const { return switches_.size(); }
   size_t leaves() const { return leaf_hosts_.size(); }
@@ -95,6 +114,8 @@ class Topology {
   Format format_ = Format::kAuto;
   std::vector<HcaAttachment> attachments_;
   std::map<std::string, std::string> switches_;  // id → name
+  std::vector<SwitchLink> switch_links_;
+  std::map<std::string, int> switch_ports_;
   std::set<std::string> hosts_;
   absl::flat_hash_map<std::string, std::vector<size_t>> by_host_;   // full name → attachments
   absl::flat_hash_map<std::string, std::vector<size_t>> by_short_;  // short name → attachments

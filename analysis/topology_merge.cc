@@ -165,9 +165,13 @@ MergedTopology MergeTopologies(const Topology* file, const Topology* discovered,
     if (discovered->format() == Topology::Format::kNodeSwitchMap) h.any_device = true;
     merged.push_back(std::move(h));
   }
+  // Switch-to-switch cables: the file's when it has any, else the discovery's.
+  const Topology& links = file->switch_links().empty() ? *discovered : *file;
+  std::map<std::string, int> switch_ports = discovered->switch_ports();
+  for (const auto& [id, n] : file->switch_ports()) switch_ports[id] = n;
   m.topology = Topology::FromAttachments(
       both_maps ? Topology::Format::kNodeSwitchMap : Topology::Format::kIbnetdiscover,
-      std::move(merged), std::move(switches));
+      std::move(merged), std::move(switches), links.switch_links(), std::move(switch_ports));
 
   std::set<std::string> hosts;
   for (const HcaAttachment& h : file->attachments()) {

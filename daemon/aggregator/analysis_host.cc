@@ -164,7 +164,11 @@ uint32_t AnalysisHost::NodeNumber(absl::string_view node) {
 
 void AnalysisHost::OnSamples(absl::string_view node,
                              absl::Span<const analysis::ObservedSample> samples) {
+  discovered_.OnSamples(node, samples);  // a discoverer's liveness; drops the stale ones
   absl::MutexLock lock(&mu_);
+  if (discovered_.updates() != discovered_seen_) {
+    TakeDiscovered("expiry of a silent discoverer");
+  }
   const uint32_t node_number = NodeNumber(node);
   if (node_number >= hints_.size()) hints_.resize(node_number + 1);
   std::vector<SlotHint>& hints = hints_[node_number];
@@ -276,13 +280,8 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
     analysis_->MapNetdev(node, r.device(), dev->second, port->second);
   }
   discovered_.OnInfo(node, defs);
-  if (const uint64_t n = discovered_.updates(); n != discovered_seen_) {
-    discovered_seen_ = n;
-    discovered_topology_ = discovered_.current();
-    options_.log(absl::StrCat("topology: from the InfiniBand subnet discovery of ",
-                              discovered_.reporter(), " (update ", n, ")",
-                              file_topology_ != nullptr ? ", merged with the --topology file" : ""));
-    Remerge(node);
+  if (discovered_.updates() != discovered_seen_) {
+    TakeDiscovered(node);
     return;
   }
   if (discovered_topology_ != nullptr || !defs.has_info()) return;
@@ -303,6 +302,19 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
   if (had == has && (!has || lldp_ports_->attachments() == ports.attachments())) return;
   lldp_ports_ = has ? std::make_shared<const analysis::Topology>(std::move(ports)) : nullptr;
   Remerge(node);
+}
+
+void AnalysisHost::TakeDiscovered(absl::string_view reporter) {
+  discovered_seen_ = discovered_.updates();
+  discovered_topology_ = discovered_.current();
+  if (discovered_topology_ == nullptr) {
+    options_.log("topology: no InfiniBand subnet discovery left (every discoverer is stale)");
+  } else {
+    options_.log(absl::StrCat("topology: from the InfiniBand subnet discovery of ",
+                              discovered_.reporter(), " (update ", discovered_seen_, ")",
+                              file_topology_ != nullptr ? ", merged with the --topology file" : ""));
+  }
+  Remerge(reporter);
 }
 
 void AnalysisHost::Remerge(absl::string_view reporter) {

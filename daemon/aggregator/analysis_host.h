@@ -149,6 +149,8 @@ class AnalysisHost final : public IngestObserver {
   // Rebuilds the merged topology from the file and the current discovery, records the events
   // and disagreements, and hands the result to the detectors.
   void Remerge(absl::string_view reporter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes discovered_'s new merged graph (or its end) and remerges.
+  void TakeDiscovered(absl::string_view reporter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<analysis::IncidentStore> store_;
   std::shared_ptr<const analysis::Topology> file_topology_;  // --topology; null: none
@@ -188,7 +190,8 @@ class AnalysisHost final : public IngestObserver {
   int64_t quiet_heartbeat_ns_ = 0;  // 0: every step is delivered
   absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
   // The discovered topology: IB discovery wins over LLDP; merged with the file (Remerge).
-  DiscoveredFabric discovered_{[](const std::string&) {}};  // main.cc's logs the changes
+  // main.cc's logs the changes; on the detectors' clock (options_ is initialised before it).
+  DiscoveredFabric discovered_{[](const std::string&) {}, {.now = options_.now}};
   uint64_t discovered_seen_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const analysis::Topology> discovered_topology_ ABSL_GUARDED_BY(mu_);
   LldpTopologyFeed lldp_feed_ ABSL_GUARDED_BY(mu_);

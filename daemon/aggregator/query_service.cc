@@ -334,10 +334,23 @@ grpc::ServerUnaryReactor* QueryService::GetTopology(grpc::CallbackServerContext*
         v1::TopologySwitch* sw = response->add_switches();
         sw->set_id(id);
         sw->set_name(name);
+        if (auto p = state.topology->switch_ports().find(id);
+            p != state.topology->switch_ports().end()) {
+          sw->set_num_ports(static_cast<uint32_t>(p->second));
+        }
         if (it != per_switch.end()) {
           sw->set_hosts(static_cast<uint32_t>(it->second.first.size()));
           sw->set_ports(it->second.second);
         }
+      }
+    }
+    if (state.topology != nullptr && node.empty()) {
+      for (const analysis::SwitchLink& l : state.topology->switch_links()) {
+        v1::TopologySwitchLink* out = response->add_switch_links();
+        ToProto(analysis::LeafPort{l.a_id, state.topology->LeafName(l.a_id), l.a_port, ""},
+                out->mutable_a());
+        ToProto(analysis::LeafPort{l.b_id, state.topology->LeafName(l.b_id), l.b_port, ""},
+                out->mutable_b());
       }
     }
     for (const analysis::TopologyDisagreement& d : state.disagreements) {

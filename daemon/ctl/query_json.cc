@@ -121,8 +121,16 @@ json TopologyJson(const v1::TopologyView& t) {
   }
   json switches = json::array();
   for (const v1::TopologySwitch& s : t.switches()) {
-    switches.push_back(
-        json{{"id", s.id()}, {"name", s.name()}, {"hosts", s.hosts()}, {"ports", s.ports()}});
+    switches.push_back(json{{"id", s.id()},
+                            {"name", s.name()},
+                            {"hosts", s.hosts()},
+                            {"ports", s.ports()},
+                            {"num_ports", s.num_ports() == 0 ? json(nullptr) : json(s.num_ports())}});
+  }
+  json switch_links = json::array();
+  for (const v1::TopologySwitchLink& l : t.switch_links()) {
+    switch_links.push_back(
+        json{{"a", SwitchEndJson(l.has_a(), l.a())}, {"b", SwitchEndJson(l.has_b(), l.b())}});
   }
   json disagreements = json::array();
   for (const v1::TopologyDisagreement& d : t.disagreements()) {
@@ -150,6 +158,7 @@ json TopologyJson(const v1::TopologyView& t) {
               {"format", t.format().empty() ? json(nullptr) : json(t.format())},
               {"ports", std::move(ports)},
               {"switches", std::move(switches)},
+              {"switch_links", std::move(switch_links)},
               {"disagreements", std::move(disagreements)},
               {"events", std::move(events)},
               {"events_total", t.events_total()}};

@@ -71,11 +71,23 @@ analysis::LeafPort FromProto(const v1::SwitchEnd& e) {
   return l;
 }
 
-// The InfiniBand ports of the reply as a Topology, for FormatIbnetdiscover.
+// The InfiniBand graph of the reply as a Topology, for FormatIbnetdiscover: the ports with a CA
+// GUID (not those of a `node switch` map or LLDP), the switch-to-switch links, switch port counts.
 analysis::Topology IbTopology(const v1::TopologyView& t) {
   std::vector<analysis::HcaAttachment> hcas;
   std::map<std::string, std::string> switches;
-  for (const v1::TopologySwitch& s : t.switches()) switches[s.id()] = s.name();
+  std::map<std::string, int> num_ports;
+  for (const v1::TopologySwitch& s : t.switches()) {
+    switches[s.id()] = s.name();
+    if (s.num_ports() > 0) num_ports[s.id()] = static_cast<int>(s.num_ports());
+  }
+  std::vector<analysis::SwitchLink> links;
+  for (const v1::TopologySwitchLink& l : t.switch_links()) {
+    links.push_back({l.a().id(), static_cast<int>(l.a().port()), l.b().id(),
+                     static_cast<int>(l.b().port())});
+    switches.emplace(l.a().id(), l.a().name());
+    switches.emplace(l.b().id(), l.b().name());
+  }
   for (const v1::TopologyPort& p : t.ports()) {
     if (p.ca_guid().empty()) continue;
     analysis::HcaAttachment& h = hcas.emplace_back();
@@ -87,7 +99,8 @@ analysis::Topology IbTopology(const v1::TopologyView& t) {
     h.leaf = FromProto(p.peer());
   }
   return analysis::Topology::FromAttachments(analysis::Topology::Format::kIbnetdiscover,
-                                             std::move(hcas), std::move(switches));
+                                             std::move(hcas), std::move(switches),
+                                             std::move(links), std::move(num_ports));
 }
 
 void PrintEvents(const v1::TopologyView& t, std::ostream& out) {

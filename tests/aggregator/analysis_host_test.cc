@@ -17,13 +17,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/common/protocol.h"
+#include "collectors/ibmad/subnet_graph.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/fat_tree_graph.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ringside::daemon {
@@ -582,6 +585,66 @@ v1::SeriesDefs RoceLldpDefs(const std::string& leaf, const std::string& port) {
 
 // issue #16 item 4: a port moved to another switch is an event (logged, kept, oldest first), and
 // an incident opened while the ports were on leaf-01 keeps the leaf it was judged with.
+// What an agent with --fabric-discover sends: its discovered graph as ib_node / ib_link records.
+v1::SeriesDefs IbDiscoveryDefs(const collectors::SubnetGraph& g) {
+  v1::SeriesDefs defs;
+  defs.set_has_info(true);
+  for (const collectors::InfoRecord& r : collectors::GraphInfoRecords(g)) {
+    v1::InfoRecord* p = defs.add_info();
+    p->set_source(r.source);
+    p->set_device(r.device);
+    p->set_port(r.port);
+    for (const auto& [k, v] : r.labels) (*p->mutable_labels())[k] = v;
+  }
+  return defs;
+}
+
+// issue #16: two discoverers on two rail planes give the detectors both planes; one that falls
+// silent stops counting, and with none left the IB discovery is gone.
+TEST(AnalysisHostTopologyTest, SeveralDiscoverersAreMergedAndASilentOneDropped) {
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  AnalysisHostOptions ho;
+  ho.flush_interval = absl::Hours(1);
+  ho.now = [&now] { return now; };
+  std::vector<std::string> logged;
+  ho.log = [&logged](const std::string& m) { logged.push_back(m); };
+  auto host = AnalysisHost::Start(ho);
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto said = [&logged](const std::string& line) {
+    return std::find(logged.begin(), logged.end(), line) != logged.end();
+  };
+  (*host)->OnInfo("discA", IbDiscoveryDefs(testing::FatTreeGraph{1}.Build()));
+  (*host)->OnInfo("discB", IbDiscoveryDefs(testing::FatTreeGraph{2}.Build()));
+  (*host)->OnInfo("discC", IbDiscoveryDefs(testing::FatTreeGraph{2}.Build()));  // no change
+  EXPECT_EQ((*host)->topology_source(), "ib-discovery");
+  EXPECT_TRUE(said("topology: from the InfiniBand subnet discovery of discA, discB (update 2)"))
+      << absl::StrJoin(logged, "\n");
+  EXPECT_EQ((*host)->topology_state().topology->LeavesOf("host1").size(), 2u);
+
+  now += absl::Minutes(10);
+  (*host)->OnSamples("discA", {});
+  (*host)->OnSamples("discC", {});
+  now += absl::Minutes(6);
+  (*host)->OnSamples("discA", {});
+  // discB is dropped, but discC has the same plane: nothing changes for the detectors.
+  EXPECT_EQ(std::count_if(logged.begin(), logged.end(),
+                          [](const std::string& m) {
+                            return m.find("subnet discovery of") != std::string::npos;
+                          }),
+            2);
+  EXPECT_EQ((*host)->topology_state().topology->LeavesOf("host1").size(), 2u);
+  now += absl::Minutes(10);
+  (*host)->OnSamples("discA", {});
+  EXPECT_TRUE(said("topology: from the InfiniBand subnet discovery of discA (update 3)"))
+      << absl::StrJoin(logged, "\n");
+  EXPECT_EQ((*host)->topology_state().topology->LeavesOf("host1").size(), 1u);
+  now += absl::Minutes(16);
+  (*host)->OnSamples("other", {});
+  EXPECT_TRUE(said("topology: no InfiniBand subnet discovery left (every discoverer is stale)"))
+      << absl::StrJoin(logged, "\n");
+  EXPECT_EQ((*host)->topology_source(), "none");
+}
+
 TEST(AnalysisHostTopologyTest, RecablingIsAnEventAndAnOpenIncidentKeepsItsLeaf) {
   Rig rig(true);
   std::vector<analysis::IncidentChange> changes;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -200,6 +202,7 @@ std::vector<HcaAttachment> Sorted(const Topology& t) {
 // InfiniBand fixture (real ibnetdiscover output, -p output, ibsim net files).
 TEST(TopologyTextTest, IbnetdiscoverRoundTrip) {
   int checked = 0;
+  int with_switch_links = 0;
   for (const char* folder : {"ibnetdiscover", "generated-ibsim", "ibsim-net"}) {
     const std::string dir = ringside::testing::SharedDir() + "/fixtures/tool-outputs/" + folder;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -214,12 +217,32 @@ TEST(TopologyTextTest, IbnetdiscoverRoundTrip) {
       EXPECT_EQ(Sorted(*back), Sorted(*t)) << name;
       EXPECT_EQ(back->hosts(), t->hosts()) << name;
       EXPECT_EQ(back->leaves(), t->leaves()) << name;
+      EXPECT_EQ(back->switch_links(), t->switch_links()) << name;
+      // Every switch and CA with a cable (the text has no record without port lines).
+      std::map<std::string, std::string> cabled_switches;
+      std::set<std::string> cabled_cas;
+      for (const HcaAttachment& h : t->attachments()) {
+        cabled_switches[h.leaf.id] = t->LeafName(h.leaf.id);
+        cabled_cas.insert(h.ca_guid.empty() ? h.description : h.ca_guid);
+      }
+      for (const SwitchLink& l : t->switch_links()) {
+        cabled_switches[l.a_id] = t->LeafName(l.a_id);
+        cabled_switches[l.b_id] = t->LeafName(l.b_id);
+      }
+      EXPECT_EQ(back->switch_names(), cabled_switches) << name;
+      EXPECT_EQ(back->cas(), cabled_cas.size()) << name;
+      for (const auto& [id, n] : back->switch_ports()) {
+        auto it = t->switch_ports().find(id);
+        if (it != t->switch_ports().end()) EXPECT_EQ(n, it->second) << name << " " << id;
+      }
+      if (!t->switch_links().empty()) ++with_switch_links;
       // Written again, the same text.
       EXPECT_EQ(FormatIbnetdiscover(*back), text) << name;
       ++checked;
     }
   }
   EXPECT_GE(checked, 14);
+  EXPECT_GE(with_switch_links, 5);
 }
 
 }  // namespace

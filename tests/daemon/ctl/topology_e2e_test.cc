@@ -102,6 +102,10 @@ TEST_F(TopologyE2eTest, FileDiscoveryDisagreementsPeersAndEvents) {
   EXPECT_EQ(Sorted(*back), Sorted(*file));
   EXPECT_EQ(back->hosts(), file->hosts());
   EXPECT_EQ(back->leaves(), file->leaves());
+  // The whole graph: the switch-to-switch cables and the switches' port counts too.
+  EXPECT_FALSE(file->switch_links().empty());
+  EXPECT_EQ(back->switch_links(), file->switch_links());
+  EXPECT_EQ(back->switch_ports(), file->switch_ports());
 
   r = Cli({"topology"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
