@@ -53,7 +53,7 @@ v1::TopologyView MergeTopologies(const std::vector<const v1::TopologyView*>& vie
   std::map<PortKey, const v1::TopologyPort*> ports;
   std::map<std::string, const v1::TopologySwitch*> switches;
   std::vector<std::string> switch_order;
-  std::set<std::string> seen_disagreements, seen_events;
+  std::set<std::string> seen_disagreements, seen_events, seen_links;
   std::vector<const v1::TopologyEvent*> events;
   uint64_t events_total = 0;
   for (const v1::TopologyView* v : views) {
@@ -67,6 +67,9 @@ v1::TopologyView MergeTopologies(const std::vector<const v1::TopologyView*>& vie
     }
     for (const v1::TopologySwitch& s : v->switches()) {
       if (switches.emplace(s.id(), &s).second) switch_order.push_back(s.id());
+    }
+    for (const v1::TopologySwitchLink& l : v->switch_links()) {
+      if (seen_links.insert(Identity(l)).second) *out.add_switch_links() = l;
     }
     for (const v1::TopologyDisagreement& d : v->disagreements()) {
       if (seen_disagreements.insert(Identity(d)).second) *out.add_disagreements() = d;

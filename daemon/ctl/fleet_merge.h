@@ -45,7 +45,7 @@ v1::ClusterStatus MergeStatus(const std::vector<const v1::ClusterStatus*>& statu
 //     order), ordered by host, device, port;
 //   - switches once per id (the first answer's name); HOSTS and PORTS counted again over the
 //     merged ports (an answer's own counts when no merged port is on the switch: a spine);
-//   - disagreements and events once each (events by time, oldest first; `max_events` > 0 keeps
+//   - switch-to-switch links, disagreements and events once each (events by time, oldest first; `max_events` > 0 keeps
 //     the latest that many); events_total the largest any answer reported, at least the merged
 //     count (replicas report the same events, shards different ones: their totals cannot be told
 //     apart);
