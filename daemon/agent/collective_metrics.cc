@@ -6,16 +6,6 @@
 namespace ringside::daemon {
 namespace {
 
-prometheus::MetricFamily Family(absl::string_view name) {
-  const MetricSpec& spec = AgentFamily(name);
-  prometheus::MetricFamily f;
-  f.name = std::string(spec.name);
-  f.help = std::string(spec.help);
-  f.type = spec.type == MetricType::kCounter ? prometheus::MetricType::Counter
-                                             : prometheus::MetricType::Gauge;
-  return f;
-}
-
 void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
          double value) {
   prometheus::ClientMetric m;
@@ -32,19 +22,19 @@ void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Labe
 
 std::vector<prometheus::MetricFamily> CollectiveStatsToFamilies(
     const CollectiveListenerStats& stats, const std::string& node) {
-  prometheus::MetricFamily records = Family("ringside_agent_collective_records_total");
-  prometheus::MetricFamily drops = Family("ringside_agent_collective_drops_total");
-  prometheus::MetricFamily limited = Family("ringside_agent_collective_rate_limited_records_total");
+  prometheus::MetricFamily records = AgentMetricFamily("ringside_agent_collective_records_total");
+  prometheus::MetricFamily drops = AgentMetricFamily("ringside_agent_collective_drops_total");
+  prometheus::MetricFamily limited = AgentMetricFamily("ringside_agent_collective_rate_limited_records_total");
   for (const auto& [job, j] : stats.jobs) {
     Add(records, {{"node", node}, {"job", job}}, static_cast<double>(j.records));
     Add(drops, {{"node", node}, {"job", job}}, static_cast<double>(j.drops));
     Add(limited, {{"node", node}, {"job", job}}, static_cast<double>(j.rate_limited));
   }
-  prometheus::MetricFamily accepted = Family("ringside_agent_collective_connections_total");
+  prometheus::MetricFamily accepted = AgentMetricFamily("ringside_agent_collective_connections_total");
   Add(accepted, {{"node", node}}, static_cast<double>(stats.connections_accepted));
-  prometheus::MetricFamily open = Family("ringside_agent_collective_connections");
+  prometheus::MetricFamily open = AgentMetricFamily("ringside_agent_collective_connections");
   Add(open, {{"node", node}}, static_cast<double>(stats.connections_open));
-  prometheus::MetricFamily rejections = Family("ringside_agent_collective_rejections_total");
+  prometheus::MetricFamily rejections = AgentMetricFamily("ringside_agent_collective_rejections_total");
   for (const auto& [reason, n] : stats.rejections) {
     Add(rejections, {{"node", node}, {"reason", reason}}, static_cast<double>(n));
   }

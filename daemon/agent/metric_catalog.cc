@@ -272,4 +272,14 @@ const MetricSpec& AgentFamily(absl::string_view name) {
   std::abort();  // a programming error caught by every test that exports metrics
 }
 
+prometheus::MetricFamily AgentMetricFamily(absl::string_view name) {
+  const MetricSpec& spec = AgentFamily(name);
+  prometheus::MetricFamily f;
+  f.name = std::string(spec.name);
+  f.help = std::string(spec.help);
+  f.type = spec.type == MetricType::kCounter ? prometheus::MetricType::Counter
+                                             : prometheus::MetricType::Gauge;
+  return f;
+}
+
 }  // namespace ringside::daemon

@@ -6,6 +6,7 @@
 
 #include <span>
 #include "absl/strings/string_view.h"
+#include "prometheus/metric_family.h"
 
 namespace ringside::daemon {
 
@@ -29,6 +30,8 @@ const MetricSpec* FindMetricSpec(absl::string_view source, absl::string_view cou
 
 // A family the agent emits that is not fed by one series (info and self-metrics), by name.
 const MetricSpec& AgentFamily(absl::string_view name);
+// An empty family (name, help, type) for AgentFamily(name), to fill with metrics.
+prometheus::MetricFamily AgentMetricFamily(absl::string_view name);
 
 }  // namespace ringside::daemon
 

@@ -18,16 +18,6 @@ const std::string* Label(const collectors::InfoRecord& r, const char* key) {
   return it == r.labels.end() ? nullptr : &it->second;
 }
 
-prometheus::MetricFamily Family(absl::string_view name) {
-  const MetricSpec& spec = AgentFamily(name);
-  prometheus::MetricFamily f;
-  f.name = std::string(spec.name);
-  f.help = std::string(spec.help);
-  f.type = spec.type == MetricType::kCounter ? prometheus::MetricType::Counter
-                                             : prometheus::MetricType::Gauge;
-  return f;
-}
-
 }  // namespace
 
 absl::StatusOr<ShardPlacementMode> ParseShardPlacementMode(absl::string_view text) {
@@ -219,14 +209,14 @@ uint64_t ShardPlacement::moves() const {
 
 std::vector<prometheus::MetricFamily> ShardPlacement::MetricFamilies() const {
   absl::MutexLock l(&mu_);
-  prometheus::MetricFamily info = Family("ringside_agent_shard_info");
+  prometheus::MetricFamily info = AgentMetricFamily("ringside_agent_shard_info");
   prometheus::ClientMetric& i = info.metric.emplace_back();
   i.label = {{"node", node_},
              {"shard", map_->shards()[shard_].name},
              {"placed_by", key_},
              {"placement", std::string(ShardPlacementModeName(mode_))}};
   i.gauge.value = 1;
-  prometheus::MetricFamily moves = Family("ringside_agent_shard_moves_total");
+  prometheus::MetricFamily moves = AgentMetricFamily("ringside_agent_shard_moves_total");
   prometheus::ClientMetric& m = moves.metric.emplace_back();
   m.label = {{"node", node_}};
   m.counter.value = static_cast<double>(moves_);

@@ -25,12 +25,7 @@ class Families {
       if (existing.name == spec.name) f = &existing;
     }
     if (f == nullptr) {
-      MetricFamily fam;
-      fam.name = std::string(spec.name);
-      fam.help = std::string(spec.help);
-      fam.type = spec.type == MetricType::kCounter ? prometheus::MetricType::Counter
-                                                   : prometheus::MetricType::Gauge;
-      out_.push_back(std::move(fam));
+      out_.push_back(AgentMetricFamily(name));
       f = &out_.back();
     }
     ClientMetric m;

@@ -27,6 +27,7 @@
 #include "collectors/ibmad/subnet_graph.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/fat_tree_graph.h"
+#include "tests/testing/graph_info_defs.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ringside::daemon {
@@ -588,14 +589,7 @@ v1::SeriesDefs RoceLldpDefs(const std::string& leaf, const std::string& port) {
 // What an agent with --fabric-discover sends: its discovered graph as ib_node / ib_link records.
 v1::SeriesDefs IbDiscoveryDefs(const collectors::SubnetGraph& g) {
   v1::SeriesDefs defs;
-  defs.set_has_info(true);
-  for (const collectors::InfoRecord& r : collectors::GraphInfoRecords(g)) {
-    v1::InfoRecord* p = defs.add_info();
-    p->set_source(r.source);
-    p->set_device(r.device);
-    p->set_port(r.port);
-    for (const auto& [k, v] : r.labels) (*p->mutable_labels())[k] = v;
-  }
+  testing::AddGraphInfo(g, &defs);
   return defs;
 }
 

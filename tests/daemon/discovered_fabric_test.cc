@@ -15,6 +15,7 @@
 #include "collectors/ibmad/subnet_graph.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fat_tree_graph.h"
+#include "tests/testing/graph_info_defs.h"
 
 namespace ringside::daemon {
 namespace {
@@ -27,17 +28,10 @@ using FatTree = testing::FatTreeGraph;
 
 v1::SeriesDefs Defs(const SubnetGraph& g) {
   v1::SeriesDefs defs;
-  defs.set_has_info(true);
   v1::InfoRecord* other = defs.add_info();  // the agent's other records are ignored
   other->set_source("infiniband_device");
   other->set_device("mlx5_0");
-  for (const collectors::InfoRecord& r : collectors::GraphInfoRecords(g)) {
-    v1::InfoRecord* p = defs.add_info();
-    p->set_source(r.source);
-    p->set_device(r.device);
-    p->set_port(r.port);
-    for (const auto& [k, v] : r.labels) (*p->mutable_labels())[k] = v;
-  }
+  testing::AddGraphInfo(g, &defs);
   return defs;
 }
 

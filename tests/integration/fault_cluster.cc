@@ -249,6 +249,39 @@ std::string RecordKey(const std::string& node, const std::string& job, uint64_t 
   return absl::StrCat(node, "/", job, "/", seq);
 }
 
+void ExpectAllOnce(const JournalContents& j, const std::string& node, const std::string& job,
+                   uint64_t count) {
+  uint64_t missing = 0, repeated = 0;
+  std::string first_bad;
+  for (uint64_t seq = 0; seq < count; ++seq) {
+    auto it = j.records.find(RecordKey(node, job, seq));
+    const int n = it == j.records.end() ? 0 : it->second;
+    if (n == 0) ++missing;
+    if (n > 1) ++repeated;
+    if (n != 1 && first_bad.empty()) first_bad = absl::StrCat(RecordKey(node, job, seq), " x", n);
+  }
+  EXPECT_EQ(missing, 0u) << node << " " << job << ": first bad " << first_bad;
+  EXPECT_EQ(repeated, 0u) << node << " " << job << ": first bad " << first_bad;
+}
+
+void ExpectNoneTwice(const JournalContents& j) {
+  for (const auto& [key, n] : j.records) EXPECT_EQ(n, 1) << key << " stored " << n << " times";
+}
+
+std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+int ReadyStatus(int http_port) {
+  int status = 0;
+  HttpGet(http_port, "/readyz", &status, absl::Seconds(2));
+  return status;
+}
+
+void Stop(Process* p) {
+  if (p == nullptr) return;
+  p->Signal(SIGTERM);
+  EXPECT_EQ(p->Wait(absl::Seconds(20)), 0) << p->Stderr();
+}
+
 JournalContents ReadJournalRecords(const std::string& state_dir) {
   JournalContents out;
   daemon::JournalReadStats stats;

@@ -96,6 +96,18 @@ struct JournalContents {
 };
 JournalContents ReadJournalRecords(const std::string& state_dir);
 std::string RecordKey(const std::string& node, const std::string& job, uint64_t seq);
+// Every record of `job` on `node` with seqs [0, count) stored exactly once (gtest expectations).
+void ExpectAllOnce(const JournalContents& j, const std::string& node, const std::string& job,
+                   uint64_t count);
+// No record stored twice.
+void ExpectNoneTwice(const JournalContents& j);
+
+// "127.0.0.1:<port>".
+std::string Loopback(int port);
+// The HTTP status of the aggregator's /readyz (0 when it does not answer).
+int ReadyStatus(int http_port);
+// SIGTERM, and expects the process to exit 0 within 20 s. Null is a no-op.
+void Stop(Process* p);
 
 // --- A partition for one agent ----------------------------------------------------------------
 

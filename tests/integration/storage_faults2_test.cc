@@ -54,46 +54,17 @@ namespace {
 
 using testing::FaultAgent;
 using testing::RecordKey;
-
-std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
-
-int ReadyStatus(int http_port) {
-  int status = 0;
-  testing::HttpGet(http_port, "/readyz", &status, absl::Seconds(2));
-  return status;
-}
+using testing::ExpectAllOnce;
+using testing::ExpectNoneTwice;
+using testing::Loopback;
+using testing::ReadyStatus;
+using testing::Stop;
 
 // One value of the aggregator's /metrics (no labels), or -1.
 double AggMetric(int http_port, const std::string& name) {
   std::vector<testing::PromSample> s =
       testing::ParsePromText(testing::HttpGet(http_port, "/metrics")).Find(name, {});
   return s.size() == 1 ? s[0].value : -1;
-}
-
-// Every record of `job` on `node` with seqs [0, count) stored exactly once.
-void ExpectAllOnce(const testing::JournalContents& j, const std::string& node,
-                   const std::string& job, uint64_t count) {
-  uint64_t missing = 0, repeated = 0;
-  std::string first_bad;
-  for (uint64_t seq = 0; seq < count; ++seq) {
-    auto it = j.records.find(RecordKey(node, job, seq));
-    const int n = it == j.records.end() ? 0 : it->second;
-    if (n == 0) ++missing;
-    if (n > 1) ++repeated;
-    if (n != 1 && first_bad.empty()) first_bad = absl::StrCat(RecordKey(node, job, seq), " x", n);
-  }
-  EXPECT_EQ(missing, 0u) << node << " " << job << ": first bad " << first_bad;
-  EXPECT_EQ(repeated, 0u) << node << " " << job << ": first bad " << first_bad;
-}
-
-void ExpectNoneTwice(const testing::JournalContents& j) {
-  for (const auto& [key, n] : j.records) EXPECT_EQ(n, 1) << key << " stored " << n << " times";
-}
-
-void Stop(testing::Process* p) {
-  if (p == nullptr) return;
-  p->Signal(SIGTERM);
-  EXPECT_EQ(p->Wait(absl::Seconds(20)), 0) << p->Stderr();
 }
 
 // Journal segment names of `state`, ascending.
