@@ -440,24 +440,27 @@ int main(int argc, char** argv) {
       client.socket_path = absl::GetFlag(FLAGS_lldp_socket);
       const std::string sysfs_root = ib.sysfs_root;
       const absl::Duration wait = absl::GetFlag(FLAGS_shard_placement_wait);
-      std::string leaf = ringside::daemon::WaitForLeaf(
-          [&] {
+      absl::StatusOr<std::string> leaf = ringside::daemon::WaitForLeaf(
+          [&]() -> absl::StatusOr<std::string> {
             absl::StatusOr<std::vector<ringside::collectors::LldpNeighbor>> n =
                 ringside::collectors::ReadLldpNeighbors(client);
-            if (!n.ok()) return std::string();
+            if (!n.ok()) return n.status();
             return ringside::daemon::LldpLeafFromNeighbors(
                 node, *n,
                 ringside::collectors::MapNetdevsToRdmaPorts(
                     ringside::collectors::DefaultFileSystem(), sysfs_root));
           },
           wait, absl::Seconds(1));
-      if (leaf.empty()) {
+      if (!leaf.ok()) {
+        LogLine(absl::StrCat("shard placement: no LLDP (", leaf.status().message(),
+                             "): placed by name at once, moves when LLDP names a leaf"));
+      } else if (leaf->empty()) {
         LogLine(absl::StrCat("shard placement: LLDP named no leaf within ",
                              absl::FormatDuration(wait),
                              " (--shard-placement-wait): placed by name, moves when it names one"));
       } else {
         placement = std::make_shared<ringside::daemon::ShardPlacement>(shards, *mode, node,
-                                                                       agent_topology, leaf);
+                                                                       agent_topology, *leaf);
       }
     }
     aggregator = absl::StrJoin(placement->replicas(), ",");

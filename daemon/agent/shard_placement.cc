@@ -98,12 +98,16 @@ std::string IbLeafOfNode(absl::string_view node, const std::vector<collectors::I
   return leaves.empty() ? std::string() : leaves.front();
 }
 
-std::string WaitForLeaf(const std::function<std::string()>& leaf_now, absl::Duration wait,
-                        absl::Duration poll) {
+absl::StatusOr<std::string> WaitForLeaf(
+    const std::function<absl::StatusOr<std::string>()>& leaf_now, absl::Duration wait,
+    absl::Duration poll) {
   const absl::Time deadline = absl::Now() + wait;
   while (true) {
-    std::string leaf = leaf_now();
-    if (!leaf.empty()) return leaf;
+    absl::StatusOr<std::string> leaf = leaf_now();
+    if (!leaf.ok() && (absl::IsNotFound(leaf.status()) || absl::IsPermissionDenied(leaf.status()))) {
+      return leaf.status();
+    }
+    if (leaf.ok() && !leaf->empty()) return leaf;
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return "";
     absl::SleepFor(std::min(poll, left));

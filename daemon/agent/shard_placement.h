@@ -70,9 +70,13 @@ std::string LldpLeafFromNeighbors(absl::string_view node,
 // "" when the graph does not name the node's HCAs.
 std::string IbLeafOfNode(absl::string_view node, const std::vector<collectors::InfoRecord>& records);
 
-// Asks `leaf_now` every `poll` until it names a leaf or `wait` has passed; "" when none did.
-std::string WaitForLeaf(const std::function<std::string()>& leaf_now, absl::Duration wait,
-                        absl::Duration poll);
+// Asks `leaf_now` every `poll` until it names a leaf ("" : none yet) or `wait` has passed; ""
+// when none did. An error that waiting cannot mend ends the wait at once and is returned: NotFound
+// (no lldpd socket, liblldpctl not installed), PermissionDenied (the socket is not ours to read).
+// Any other error (lldpd restarting: the socket is there, nobody answers) is waited through.
+absl::StatusOr<std::string> WaitForLeaf(
+    const std::function<absl::StatusOr<std::string>()>& leaf_now, absl::Duration wait,
+    absl::Duration poll);
 
 // The key the node is placed by: "leaf:<id>" or "node:<name>" (analysis::ShardMap).
 std::string PlacementKey(ShardPlacementMode mode, absl::string_view node,

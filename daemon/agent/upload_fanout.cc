@@ -1,6 +1,7 @@
 #include "daemon/agent/upload_fanout.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 #include <utility>
@@ -30,10 +31,11 @@ absl::StatusOr<std::vector<std::string>> ParseAggregatorList(absl::string_view l
 }
 
 absl::StatusOr<std::shared_ptr<Uploader>> UploadFanout::MakeNodeUploader(
-    const UploaderOptions& base, const std::string& target, const LinkEventLog* links) {
+    const UploaderOptions& base, const std::string& target, const LinkEventLog* links, Gate gate) {
   UploaderOptions o = base;
   o.target = target;
   o.agent_epoch = 0;  // each replica its own epoch: its sequence numbers are its own
+  if (gate != nullptr) o.may_open_session = [gate] { return gate->load(); };
   absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), links);
   if (!up.ok()) {
     return absl::Status(up.status().code(), absl::StrCat(target, ": ", up.status().message()));
@@ -157,13 +159,14 @@ void UploadFanout::EnqueueCollectives(v1::CollectiveBatch batch) {
 }
 
 void UploadFanout::RetireLocked(std::string target, std::shared_ptr<Uploader> up,
-                                absl::Duration flush_timeout) {
+                                absl::Duration flush_timeout, Gate gate) {
   Retiree& r = retiring_.emplace_back();
   r.target = std::move(target);
   r.uploader = std::move(up);
   Retiree* raw = &r;  // list elements stay put
-  r.thread = std::thread([this, raw, flush_timeout] {
+  r.thread = std::thread([this, raw, flush_timeout, gate] {
     const bool clean = raw->uploader->Shutdown(flush_timeout);
+    if (gate != nullptr) gate->store(true);  // its session is closed: the node's may open
     base_.log(absl::StrCat("upload to ", raw->target, " retired (the node moved to another shard)",
                            clean ? ", everything acknowledged" : ", not everything acknowledged"));
     bool tell = false;
@@ -206,31 +209,52 @@ absl::Status UploadFanout::MoveNodeTo(const std::vector<std::string>& targets,
   if (targets.empty()) return absl::InvalidArgumentError("no aggregator address");
   JoinRetired(false);
   const std::vector<std::shared_ptr<Uploader>> old = Nodes();
-  // Made outside the lock (Create builds a channel and starts a thread).
+  std::vector<std::string> had_jobs = JobTargets();
+  // Made outside the lock (Create builds a channel and starts a thread). A new replica that has
+  // the node's collectives-only session gets an uploader held back until that session closed:
+  // two sessions of one node replace each other at the aggregator.
   std::vector<std::shared_ptr<Uploader>> next;
+  std::map<std::string, Gate> gates;
   for (const std::string& target : targets) {
     std::shared_ptr<Uploader> keep;
     for (const auto& up : old) {
       if (up->options().target == target) keep = up;
     }
     if (!keep) {
-      absl::StatusOr<std::shared_ptr<Uploader>> made = MakeNodeUploader(base_, target, links_);
-      if (!made.ok()) return made.status();
+      Gate gate;
+      if (std::binary_search(had_jobs.begin(), had_jobs.end(), target)) {
+        gate = gates[target] = std::make_shared<std::atomic<bool>>(false);
+      }
+      absl::StatusOr<std::shared_ptr<Uploader>> made =
+          MakeNodeUploader(base_, target, links_, gate);
+      if (!made.ok()) {
+        for (auto& [t, g] : gates) g->store(true);
+        return made.status();
+      }
       keep = *std::move(made);
     }
     next.push_back(std::move(keep));
   }
   absl::MutexLock l(&mu_);
-  if (shut_down_) return absl::FailedPreconditionError("upload stopped");
+  if (shut_down_) {
+    for (auto& [t, g] : gates) g->store(true);
+    return absl::FailedPreconditionError("upload stopped");
+  }
   for (const auto& up : uploaders_) {
     if (std::find(next.begin(), next.end(), up) == next.end()) {
       RetireLocked(up->options().target, up, flush_timeout);
     }
   }
   for (const auto& up : next) {
-    auto it = job_uploaders_.find(up->options().target);
-    if (it == job_uploaders_.end()) continue;
-    RetireLocked(it->first, std::move(it->second), flush_timeout);
+    const std::string& target = up->options().target;
+    auto gate = gates.find(target);
+    auto it = job_uploaders_.find(target);
+    if (it == job_uploaders_.end()) {
+      if (gate != gates.end()) gate->second->store(true);  // nothing to wait for after all
+      continue;
+    }
+    RetireLocked(it->first, std::move(it->second), flush_timeout,
+                 gate != gates.end() ? gate->second : nullptr);
     job_uploaders_.erase(it);
   }
   uploaders_ = std::move(next);

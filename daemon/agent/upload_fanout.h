@@ -32,6 +32,7 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -106,16 +107,21 @@ class UploadFanout {
         links_(links),
         job_replicas_(std::move(job_replicas)),
         uploaders_(std::move(uploaders)) {}
+  // Opens the gate of a node uploader held back by MoveNodeTo.
+  using Gate = std::shared_ptr<std::atomic<bool>>;
+  // `gate` (optional): the uploader opens no session before it is set.
   static absl::StatusOr<std::shared_ptr<Uploader>> MakeNodeUploader(const UploaderOptions& base,
                                                                     const std::string& target,
-                                                                    const LinkEventLog* links);
+                                                                    const LinkEventLog* links,
+                                                                    Gate gate = nullptr);
   // The uploader for `target`: one of the node's shard, one being retired, else a
   // collectives-only one (made now).
   std::shared_ptr<Uploader> ForTarget(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<std::shared_ptr<Uploader>> Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<std::shared_ptr<Uploader>> All() const ABSL_LOCKS_EXCLUDED(mu_);
-  void RetireLocked(std::string target, std::shared_ptr<Uploader> up, absl::Duration flush_timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `gate` (optional) is opened once `up` has closed its session.
+  void RetireLocked(std::string target, std::shared_ptr<Uploader> up, absl::Duration flush_timeout,
+                    Gate gate = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Joins the retirement threads that finished (all of them with `all`, waiting).
   void JoinRetired(bool all) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -240,7 +240,7 @@ absl::Time Uploader::NextWakeLocked(absl::Time now) const {
   absl::Duration tick =
       std::min({options_.hello_timeout, options_.write_timeout, options_.ack_timeout}) / 2;
   absl::Time wake = now + std::max(tick, absl::Milliseconds(1));
-  if (!session_) wake = std::min(wake, next_attempt_);
+  if (!session_) wake = std::min(wake, held_ ? now + absl::Milliseconds(50) : next_attempt_);
   if (links_ != nullptr) wake = std::min(wake, next_link_poll_);
   return wake;
 }
@@ -259,7 +259,10 @@ void Uploader::ControlLoop() {
     const absl::Time now = SteadyNow();
     if (session_ && session_->done_) EndSessionLocked(now);
     Session* start = nullptr;
-    if (!session_ && now >= next_attempt_) start = NewSessionLocked(now);
+    if (!session_ && now >= next_attempt_) {
+      held_ = options_.may_open_session && !options_.may_open_session();
+      if (!held_) start = NewSessionLocked(now);
+    }
     grpc::ClientContext* cancel = CheckTimersLocked(now);
     bool pushed = false;
     if (links_ != nullptr && (now >= next_link_poll_ || links_appended_)) {

@@ -75,6 +75,12 @@ struct UploaderOptions {
   absl::Duration error_log_period = absl::Seconds(60);
 
   std::function<void(const std::string&)> log;  // default: LogLine
+
+  // Until this returns true no session opens (messages are buffered meanwhile); checked every
+  // 50 ms, under the uploader's mutex (keep it quick). UploadFanout holds a replica's new node
+  // uploader while the node's previous uploader to that replica flushes and closes, so the two
+  // sessions of one node never replace each other there. Null: sessions open at once.
+  std::function<bool()> may_open_session;
 };
 
 // Message kinds counted on the wire: the sequenced ones (UploadType) plus hello and series_defs.
@@ -190,6 +196,7 @@ class Uploader {
   std::unique_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
   Backoff backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time next_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool held_ ABSL_GUARDED_BY(mu_) = false;  // options_.may_open_session said not yet
   absl::Time next_link_poll_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t link_seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool links_appended_ ABSL_GUARDED_BY(mu_) = false;  // the log said it has new events

@@ -285,6 +285,24 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
     return;
   }
   if (discovered_topology_ != nullptr || !defs.has_info()) return;
+  ApplyLldp(node, defs, /*moved_away=*/false);
+}
+
+void AnalysisHost::OnCountersElsewhere(absl::string_view node) {
+  absl::MutexLock lock(&mu_);
+  // The node's LLDP neighbours describe its ports, which this shard no longer watches; kept, they
+  // would name the leaf it had before it moved (the move is usually a recabling to another leaf).
+  if (discovered_topology_ != nullptr || !lldp_nodes_.contains(node)) return;
+  options_.log(absl::StrCat("topology: ", node,
+                            "'s counters moved to another shard; its LLDP ports leave this "
+                            "shard's topology"));
+  v1::SeriesDefs none;
+  none.set_has_info(true);
+  ApplyLldp(node, none, /*moved_away=*/true);
+}
+
+void AnalysisHost::ApplyLldp(absl::string_view node, const v1::SeriesDefs& defs,
+                             bool moved_away) {
   std::string line = lldp_feed_.OnInfo(node, defs, nullptr);
   if (!line.empty() && file_topology_ == nullptr) options_.log(line);
   // The port-by-port view changes only with a node that reports LLDP neighbours or did before.
@@ -301,7 +319,7 @@ void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
   if (lldp_peers_ == nullptr || *lldp_peers_ != *peers) lldp_peers_ = std::move(peers);
   if (had == has && (!has || lldp_ports_->attachments() == ports.attachments())) return;
   lldp_ports_ = has ? std::make_shared<const analysis::Topology>(std::move(ports)) : nullptr;
-  Remerge(node);
+  Remerge(node, moved_away);
 }
 
 void AnalysisHost::TakeDiscovered(absl::string_view reporter) {
@@ -317,7 +335,7 @@ void AnalysisHost::TakeDiscovered(absl::string_view reporter) {
   Remerge(reporter);
 }
 
-void AnalysisHost::Remerge(absl::string_view reporter) {
+void AnalysisHost::Remerge(absl::string_view reporter, bool reporter_moved_away) {
   const bool ib = discovered_topology_ != nullptr;
   std::shared_ptr<const analysis::Topology> discovery = ib ? discovered_topology_ : lldp_ports_;
   const std::string source = ib ? "ib-discovery" : discovery != nullptr ? "lldp" : "";
@@ -330,6 +348,8 @@ void AnalysisHost::Remerge(absl::string_view reporter) {
           last_discovery_->HcasOf(e.host).empty()) {
         continue;
       }
+      // Nor is a node whose agent moved to another shard a cable gone: its ports are watched there.
+      if (reporter_moved_away && e.host == reporter) continue;
       e.time = now;
       e.source = source;
       e.reporter = std::string(reporter);

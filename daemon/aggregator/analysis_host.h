@@ -89,6 +89,9 @@ class AnalysisHost final : public IngestObserver {
   // tells: the agents' InfiniBand subnet discovery (ib_node / ib_link records) when there is one,
   // else their LLDP neighbours (lldp records), merged with the --topology file (Remerge).
   void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override;
+  // The node moved to another shard: its LLDP neighbours leave this shard's topology (with no
+  // `gone` event: its cables did not go); it comes back with its next complete info set.
+  void OnCountersElsewhere(absl::string_view node) override;
   // Where the detectors' topology comes from now: "file", "ib-discovery", "lldp" or "none".
   // With a file, the discovery still fills in the hosts the file does not name and is compared
   // with it (TopologyState::disagreements; a log line when they change). A discovered port that
@@ -148,7 +151,12 @@ class AnalysisHost final : public IngestObserver {
   AnalysisHostOptions options_;
   // Rebuilds the merged topology from the file and the current discovery, records the events
   // and disagreements, and hands the result to the detectors.
-  void Remerge(absl::string_view reporter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `reporter_moved_away`: the change is `reporter` leaving for another shard, not an event.
+  void Remerge(absl::string_view reporter, bool reporter_moved_away = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The LLDP part of OnInfo: `defs` is the node's complete info set (empty when it moved away).
+  void ApplyLldp(absl::string_view node, const v1::SeriesDefs& defs, bool moved_away)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes discovered_'s new merged graph (or its end) and remerges.
   void TakeDiscovered(absl::string_view reporter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

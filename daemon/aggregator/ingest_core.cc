@@ -236,6 +236,7 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   // collectives-only here, never judged stale for the silence of its counters.
   const auto& caps = hello.capabilities();
   n.counters_here = caps.empty() || std::find(caps.begin(), caps.end(), "samples") != caps.end();
+  if (!n.counters_here && observer_ != nullptr) observer_->OnCountersElsewhere(n.name);
   NodeEntry::Epoch& ep = n.GetEpoch(hello.agent_epoch(), now, options_.limits.max_epochs_per_node);
   // The agent holds nothing below resend_from_seq: close the gap below it.
   if (hello.resend_from_seq() > 0 && hello.resend_from_seq() - 1 > ep.applied) {

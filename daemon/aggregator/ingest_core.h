@@ -127,6 +127,10 @@ class IngestObserver {
                             absl::Time received, const v1::LinkEvents& events) {}
   // The node's complete set of info records (SeriesDefs.info), each time the agent sends it.
   virtual void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {}
+  // The node's latest Hello offers only collectives: its agent moved to another shard
+  // (docs/scale.md), which has its counters and info records from now on. Called at each such
+  // Hello (also the first one, after this aggregator restarted).
+  virtual void OnCountersElsewhere(absl::string_view node) {}
 };
 
 // The stream session as the core sees it (implemented by the gRPC reactor).

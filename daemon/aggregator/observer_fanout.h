@@ -34,6 +34,9 @@ class ObserverFanout final : public IngestObserver {
   void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override {
     for (IngestObserver* o : observers_) o->OnInfo(node, defs);
   }
+  void OnCountersElsewhere(absl::string_view node) override {
+    for (IngestObserver* o : observers_) o->OnCountersElsewhere(node);
+  }
 
  private:
   std::vector<IngestObserver*> observers_;

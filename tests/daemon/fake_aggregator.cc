@@ -49,6 +49,7 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
       }
       f_->hellos_.push_back(m.hello());
       f_->hello_times_.push_back(absl::Now());
+      f_->max_open_sessions_ = std::max(f_->max_open_sessions_, ++f_->open_sessions_);
       session = static_cast<int>(f_->hellos_.size());
       f_->received_.push_back({session, m});
       if (m.hello().agent_epoch() != f_->epoch_) {
@@ -65,6 +66,14 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
       f_->above_.erase(f_->above_.begin(), f_->above_.upper_bound(f_->contiguous_));
       acked = f_->contiguous_;
     }
+    // Closed when the call returns, before the agent sees it end.
+    struct Closer {
+      FakeAggregator* f;
+      ~Closer() {
+        absl::MutexLock l(&f->mu_);
+        --f->open_sessions_;
+      }
+    } closer{f_};
     if (b.refuse_code != grpc::StatusCode::OK) return grpc::Status(b.refuse_code, b.refuse_message);
     if (b.send_hello_ack) {
       v1::AggregatorMessage a;
@@ -143,6 +152,11 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
  private:
   FakeAggregator* f_;
 };
+
+int FakeAggregator::max_open_sessions() const {
+  absl::MutexLock l(&mu_);
+  return max_open_sessions_;
+}
 
 FakeAggregator::FakeAggregator() { Start(); }
 

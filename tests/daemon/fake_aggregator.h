@@ -52,6 +52,9 @@ class FakeAggregator {
   std::vector<Received> received() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<v1::Hello> hellos() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<absl::Time> hello_times() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The most sessions open at once (from their Hello to the end of the call): the real
+  // aggregator lets one session per node live, a newer Hello replacing the older session.
+  int max_open_sessions() const ABSL_LOCKS_EXCLUDED(mu_);
   // Sequenced messages accepted once each (by seq), in seq order, across sessions.
   std::map<uint64_t, v1::AgentMessage> accepted() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t contiguous() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -71,6 +74,8 @@ class FakeAggregator {
   std::vector<Received> received_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Hello> hellos_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> hello_times_ ABSL_GUARDED_BY(mu_);
+  int open_sessions_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_open_sessions_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, v1::AgentMessage> accepted_ ABSL_GUARDED_BY(mu_);
   uint64_t contiguous_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<uint64_t> above_ ABSL_GUARDED_BY(mu_);  // received beyond a gap

@@ -381,18 +381,57 @@ TEST(ShardPlacementTest, InfinibandLeafFromTheAgentsOwnDiscoveryIsTheIbnetdiscov
 
 TEST(ShardPlacementTest, WaitForLeafPollsUntilALeafOrTheWaitEnds) {
   std::atomic<int> calls{0};
-  EXPECT_EQ(WaitForLeaf(
-                [&] { return ++calls >= 3 ? std::string("leaf-a") : std::string(); },
-                absl::Seconds(10), absl::Milliseconds(5)),
-            "leaf-a");
+  absl::StatusOr<std::string> leaf = WaitForLeaf(
+      [&]() -> absl::StatusOr<std::string> {
+        return ++calls >= 3 ? std::string("leaf-a") : std::string();
+      },
+      absl::Seconds(10), absl::Milliseconds(5));
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  EXPECT_EQ(*leaf, "leaf-a");
   EXPECT_EQ(calls.load(), 3);
   calls = 0;
   const absl::Time start = absl::Now();
-  EXPECT_EQ(WaitForLeaf([&] { ++calls; return std::string(); }, absl::Milliseconds(60),
-                        absl::Milliseconds(10)),
-            "");
+  leaf = WaitForLeaf([&]() -> absl::StatusOr<std::string> { ++calls; return std::string(); },
+                     absl::Milliseconds(60), absl::Milliseconds(10));
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  EXPECT_EQ(*leaf, "");
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_GE(calls.load(), 2);
+}
+
+// No lldpd socket (or no liblldpctl), or a socket the agent may not read: waiting mends nothing,
+// so the agent does not wait. lldpd restarting (the socket there, nobody answering) is waited out.
+TEST(ShardPlacementTest, WaitForLeafGivesUpAtOnceWhenThereIsNoLldpd) {
+  int calls = 0;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> leaf = WaitForLeaf(
+      [&]() -> absl::StatusOr<std::string> {
+        ++calls;
+        return absl::NotFoundError("no lldpd socket at /run/lldpd.socket");
+      },
+      absl::Seconds(30), absl::Milliseconds(5));
+  EXPECT_TRUE(absl::IsNotFound(leaf.status())) << leaf.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  calls = 0;
+  leaf = WaitForLeaf(
+      [&]() -> absl::StatusOr<std::string> {
+        ++calls;
+        return absl::PermissionDeniedError("cannot reach /run/lldpd.socket: Permission denied");
+      },
+      absl::Seconds(30), absl::Milliseconds(5));
+  EXPECT_TRUE(absl::IsPermissionDenied(leaf.status())) << leaf.status();
+  EXPECT_EQ(calls, 1);
+  calls = 0;
+  leaf = WaitForLeaf(
+      [&]() -> absl::StatusOr<std::string> {
+        if (++calls < 3) return absl::UnavailableError("connect /run/lldpd.socket: refused");
+        return std::string("leaf-b");
+      },
+      absl::Seconds(30), absl::Milliseconds(5));
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  EXPECT_EQ(*leaf, "leaf-b");
+  EXPECT_EQ(calls, 3);
 }
 
 }  // namespace

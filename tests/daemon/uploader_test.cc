@@ -836,6 +836,56 @@ TEST_F(UploadFanoutTest, MovingSendsLaterDataOnlyToTheNewShardsReplicas) {
   EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
 }
 
+// The node moves to a shard where one of its jobs was placed: that replica already has the node's
+// collectives-only session. The new uploader opens its session only once the collectives-only
+// one closed (with everything it held acknowledged): the aggregator keeps one session per node, a
+// newer Hello replacing the older session, so overlapping them would make the two fight.
+TEST_F(UploadFanoutTest, MovingToTheShardOfANodesJobOpensTheNewSessionAfterTheJobSessionClosed) {
+  absl::StatusOr<std::unique_ptr<UploadFanout>> made = UploadFanout::Create(
+      Options(), {fake_.address()}, nullptr, [&](absl::string_view job) {
+        return std::vector<std::string>{job == "far" ? second_.address() : fake_.address()};
+      });
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<UploadFanout> fan = *std::move(made);
+  Table t = MakeTable({Counter("mlx5_0", "port_rcv_data")});
+  fan->OnSnapshot(Snap(t, 1, 100));
+  fan->EnqueueCollectives(Collectives("far", 0, 5));
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return second_.contiguous() >= 1; }, kWait))
+      << logs_.All();
+  ASSERT_EQ(fan->JobTargets(), std::vector<std::string>{second_.address()});
+  // Records still in flight on the collectives-only session when the node moves.
+  fan->EnqueueCollectives(Collectives("far", 5, 5));
+  ASSERT_TRUE(fan->MoveNodeTo({second_.address()}, absl::Seconds(5)).ok());
+  EXPECT_TRUE(fan->JobTargets().empty());
+  for (int i = 0; i < 3; ++i) fan->OnSnapshot(Snap(t, 1000 * (i + 1), 200 + i));
+  fan->EnqueueCollectives(Collectives("far", 10, 5));
+  ASSERT_TRUE(FakeAggregator::WaitFor(
+      [&] { return fan->Retiring() == 0 && Contents(second_).batches.size() == 3; }, kWait))
+      << logs_.All();
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return Contents(second_).records.size() == 5; },
+                                      kWait));
+  EXPECT_EQ(second_.max_open_sessions(), 1) << "the node's two sessions overlapped";
+  const std::vector<v1::Hello> hellos = second_.hellos();
+  ASSERT_EQ(hellos.size(), 2u) << logs_.All();
+  EXPECT_EQ(hellos[0].capabilities_size(), 1);  // collectives only
+  EXPECT_EQ(hellos[1].capabilities_size(), 3);  // the node's counters now come here
+  EXPECT_NE(hellos[0].agent_epoch(), hellos[1].agent_epoch());
+  EXPECT_EQ(logs_.Count(absl::StrCat("upload to ", second_.address(),
+                                     " retired (the node moved to another shard), everything "
+                                     "acknowledged")),
+            1)
+      << logs_.All();
+  // Every record once: 0..9 through the collectives-only session, 10..14 through the new one.
+  std::map<uint64_t, int> all;
+  for (const FakeAggregator::Received& r : second_.received()) {
+    for (const v1::CollectiveRecord& rec : r.msg.collectives().records()) ++all[rec.seq()];
+  }
+  ASSERT_EQ(all.size(), 15u);
+  for (const auto& [seq, n] : all) EXPECT_EQ(n, 1) << "record " << seq;
+  EXPECT_TRUE(second_.violations().empty()) << second_.violations().front();
+  EXPECT_TRUE(fan->Shutdown(absl::Seconds(5)));
+}
+
 // The old replica is down at the move: its retirement is bounded by the flush timeout and holds
 // up neither the move nor the new shard.
 TEST_F(UploadFanoutTest, RetiringAnUnreachableReplicaIsBoundedAndBlocksNothing) {

@@ -48,6 +48,20 @@ double NodeStale(int http_port, const std::string& node) {
   return s.empty() ? -1 : s[0].value;
 }
 
+// ringside_aggregator_topology_links{leaf}: host ports under the leaf in the aggregator's
+// topology; 0 when it does not list the leaf.
+double LeafLinks(int http_port, const std::string& leaf) {
+  testing::PromText text = testing::ParsePromText(testing::HttpGet(http_port, "/metrics"));
+  auto s = text.Find("ringside_aggregator_topology_links", {{"leaf", leaf}});
+  return s.empty() ? 0 : s[0].value;
+}
+
+double TopologyEvents(int http_port) {
+  testing::PromText text = testing::ParsePromText(testing::HttpGet(http_port, "/metrics"));
+  auto s = text.Find("ringside_aggregator_topology_events_total", {});
+  return s.empty() ? -1 : s[0].value;
+}
+
 bool Eventually(const std::function<bool()>& pred, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
@@ -185,6 +199,10 @@ TEST_F(LldpShardTest, AgentLandsOnTheShardOfItsLldpLeafAndMovesWhenRecabled) {
                          absl::Seconds(20)))
       << agg_[shard_a_].process->Stderr();
   EXPECT_EQ(NodeStale(agg_[shard_b_].http, node_), -1);  // the other shard never heard of it
+  // The shard has the node's port under its LLDP leaf.
+  EXPECT_TRUE(Eventually([&] { return LeafLinks(agg_[shard_a_].http, leaf_a_) == 1; },
+                         absl::Seconds(10)))
+      << agg_[shard_a_].process->Stderr();
 
   // Recabled: h0 now goes to leaf B, a switch of the other shard.
   ASSERT_TRUE(lab_->Uncable(host_, "h0").ok());
@@ -217,6 +235,17 @@ TEST_F(LldpShardTest, AgentLandsOnTheShardOfItsLldpLeafAndMovesWhenRecabled) {
     absl::SleepFor(absl::Milliseconds(250));
   }
   EXPECT_EQ(NodeStale(agg_[shard_b_].http, node_), 0);
+  // The new shard has the port under leaf B; the old shard let the node's LLDP ports go when the
+  // collectives-only Hello came (they would name leaf A, or leaf B on a shard that does not own
+  // it), and recorded no topology event for it: the cable did not go, the node did.
+  EXPECT_TRUE(Eventually([&] { return LeafLinks(agg_[shard_b_].http, leaf_b_) == 1; },
+                         absl::Seconds(10)))
+      << agg_[shard_b_].process->Stderr();
+  EXPECT_EQ(LeafLinks(agg_[shard_a_].http, leaf_a_), 0) << agg_[shard_a_].process->Stderr();
+  EXPECT_EQ(LeafLinks(agg_[shard_a_].http, leaf_b_), 0) << agg_[shard_a_].process->Stderr();
+  EXPECT_EQ(TopologyEvents(agg_[shard_a_].http), 0) << agg_[shard_a_].process->Stderr();
+  EXPECT_TRUE(agg_[shard_a_].process->WaitForStderr(
+      absl::StrCat("topology: ", node_, "'s counters moved to another shard"), absl::Seconds(1)));
 
   // The agent's /metrics: where it is and that it moved once.
   const int agent_port = PortFromLog(agent.Stderr(), "serving /metrics on \\S+ \\(port ([0-9]+)\\)");
@@ -243,16 +272,19 @@ TEST_F(LldpShardTest, AgentLandsOnTheShardOfItsLldpLeafAndMovesWhenRecabled) {
   StopAll(agent);
 }
 
-// lldpd on the host starts only after the agent's wait: the agent places itself by name, says so,
-// and moves to its leaf's shard as soon as LLDP names it.
-TEST_F(LldpShardTest, AgentPlacedByNameMovesWhenLldpNamesItsLeafAfterTheWait) {
+// lldpd on the host starts only after the agent did: with no lldpd socket, waiting mends nothing,
+// so the agent places itself by name at once (not after its 30 s --shard-placement-wait), says
+// so, and moves to its leaf's shard as soon as LLDP names it.
+TEST_F(LldpShardTest, AgentWithoutLldpdIsPlacedByNameAtOnceAndMovesWhenLldpNamesItsLeaf) {
   ASSERT_TRUE(lab_->Cable(host_, "h0", sw_a_, "swp1").ok());
   ASSERT_TRUE(lab_->StartLldpd(sw_a_, "swp*", leaf_a_).ok());
   StartAggregators();
-  std::unique_ptr<testing::Process> agent = StartAgent({"--shard-placement-wait=1s"});
-  ASSERT_TRUE(agent->WaitForStderr("shard placement: LLDP named no leaf within 1s",
+  const absl::Time started = absl::Now();
+  std::unique_ptr<testing::Process> agent = StartAgent({"--shard-placement-wait=30s"});
+  ASSERT_TRUE(agent->WaitForStderr("shard placement: no LLDP (no lldpd socket at ",
                                    absl::Seconds(30)))
       << agent->Stderr();
+  EXPECT_LT(absl::Now() - started, absl::Seconds(15)) << "the agent waited for an absent lldpd";
   ASSERT_TRUE(agent->WaitForStderr(
       absl::StrCat("shard shard-", by_name_, " of 2 (placed by node:", node_, ")"),
       absl::Seconds(10)))
