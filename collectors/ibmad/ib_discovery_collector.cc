@@ -1,5 +1,8 @@
 #include "collectors/ibmad/ib_discovery_collector.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <utility>
 
 #include "absl/status/status.h"
@@ -39,28 +42,36 @@ IbDiscoveryCollector::~IbDiscoveryCollector() {
     absl::MutexLock l(&mu_);
     stop_ = true;
   }
+  stop_cv_.Notify();
   if (thread_.joinable()) thread_.join();
 }
 
 void IbDiscoveryCollector::Run() {
   // Sleeps of the pacing end early when the collector stops.
   DiscoveryOptions d = options_.discovery;
-  d.sleep = [this](absl::Duration dur) {
+  // The pacing sleeps and the period are on the monotonic clock: a step back of the wall clock
+  // must not hold the discovery for the step's length, nor a step forward start passes at once.
+  auto stopping = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; };
+  d.sleep = [this, stopping](absl::Duration dur) {
     absl::MutexLock l(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&stop_), dur);
+    stop_cv_.AwaitWithTimeout(mu_, stopping, dur);
   };
   d.cancelled = [this] {
     absl::MutexLock l(&mu_);
     return stop_;
   };
-  absl::Time next = absl::Now();
+  auto steady_now = [] {
+    return absl::UnixEpoch() +
+           absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+  };
+  absl::Time next = steady_now();
   for (;;) {
     {
       absl::MutexLock l(&mu_);
-      mu_.AwaitWithDeadline(absl::Condition(&stop_), next);
+      stop_cv_.AwaitWithTimeout(mu_, stopping, next - steady_now());
       if (stop_) return;
     }
-    const absl::Time start = absl::Now();
+    const absl::Time start = steady_now();
     DiscoveryStats stats;
     SubnetGraph graph = DiscoverSubnet(*transport_, d, stats);
     auto table = std::make_shared<SeriesTable>();
@@ -83,8 +94,7 @@ void IbDiscoveryCollector::Run() {
       }
       last_stats_ = std::move(stats);
     }
-    next = start + options_.period;
-    if (next < absl::Now()) next = absl::Now();
+    next = std::max(start + options_.period, steady_now());
   }
 }
 

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectors/common/collector.h"
+#include "collectors/common/steady_wait.h"
 #include "collectors/ibmad/dr_transport.h"
 #include "collectors/ibmad/subnet_discovery.h"
 
@@ -63,6 +64,7 @@ class IbDiscoveryCollector final : public Collector {
   absl::Status availability_;
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  SteadyCondVar stop_cv_;  // wakes the pacing and period waits when stop_ is set
   std::shared_ptr<const SeriesTable> table_ ABSL_GUARDED_BY(mu_);
   uint64_t passes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reported_errors_ ABSL_GUARDED_BY(mu_) = 0;  // failed SMPs not yet told to a cycle

@@ -186,6 +186,7 @@ void Uploader::HandleAckLocked(Session* s, uint64_t acked_seq) {
     s->last_ack_progress_ = SteadyNow();
   }
   buffer_.Ack(acked_seq);
+  cv_.Notify();  // Shutdown may be waiting for the buffer to empty
 }
 
 void Uploader::HandleHelloAckLocked(Session* s, const v1::HelloAck& ack) {
@@ -277,6 +278,7 @@ void Uploader::OnSessionDone(Session* s, const grpc::Status& status) {
   s->status_ = status;
   s->done_ = true;
   stats_.connected = false;
+  cv_.Notify();  // the control loop (or Shutdown) ends the session
   // The control thread (or Shutdown) deletes the session once it sees done_.
 }
 
@@ -302,6 +304,12 @@ Uploader::Session* Uploader::NewSessionLocked(absl::Time now) {
 }
 
 void Uploader::StartSession(Session* s) {
+  // The uploader's own backoff (on the monotonic clock) paces the attempts, so gRPC's reconnect
+  // backoff is reset before each: its timer is waited for by gRPC's timer threads with an Abseil
+  // wait on the wall clock, which a step back (NTP) in progress stretches by the step, leaving a
+  // channel that lost its connection in TRANSIENT_FAILURE, refusing every attempt, for minutes.
+  // Harmless on a connected channel.
+  grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
   stub_->async()->Stream(&s->ctx_, s);
   s->AddHold();  // writes start from outside reactions (Pump)
   s->StartRead(&s->in_);

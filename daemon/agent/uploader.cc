@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<Uploader>> Uploader::Create(UploaderOptions optio
     // the next poll (up to 250 ms later).
     up->link_listener_ = links->AddListener([p = up.get()] {
       absl::MutexLock l(&p->mu_);
-      p->links_appended_ = true;  // the unlock re-evaluates the control loop's condition
+      p->links_appended_ = true;
+      p->cv_.Notify();  // wakes the control loop
     });
   }
   return up;
@@ -278,8 +279,9 @@ void Uploader::ControlLoop() {
     if (pushed) Pump();
     mu_.Lock();
     if (start == nullptr && cancel == nullptr && !pushed) {
-      mu_.AwaitWithTimeout(absl::Condition(this, &Uploader::ControlShouldWake),
-                           wake - SteadyNow());
+      cv_.AwaitWithTimeout(
+          mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ControlShouldWake(); },
+          wake - SteadyNow());
     }
   }
   mu_.Unlock();
@@ -296,8 +298,11 @@ bool Uploader::Shutdown(absl::Duration flush_timeout) {
   if (pushed) Pump();
   {
     absl::MutexLock l(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(this, &Uploader::BufferEmpty), deadline - SteadyNow());
+    cv_.AwaitWithTimeout(
+        mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return BufferEmpty(); },
+        deadline - SteadyNow());
     stop_ = true;
+    cv_.Notify();
   }
   if (control_.joinable()) control_.join();
 
@@ -311,8 +316,9 @@ bool Uploader::Shutdown(absl::Duration flush_timeout) {
   grpc::ClientContext* cancel = nullptr;
   {
     absl::MutexLock l(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(this, &Uploader::SessionGone),
-                         std::max(deadline - SteadyNow(), absl::Milliseconds(100)));
+    cv_.AwaitWithTimeout(
+        mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return SessionGone(); },
+        std::max(deadline - SteadyNow(), absl::Milliseconds(100)));
     if (!SessionGone()) {
       session_->cancelled_ = true;
       cancel = &session_->ctx_;

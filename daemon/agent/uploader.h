@@ -27,6 +27,7 @@
 #include "daemon/agent/sampler.h"
 #include "daemon/agent/series_ids.h"
 #include "daemon/agent/upload_buffer.h"
+#include "daemon/common/steady_time.h"
 #include "daemon/common/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
@@ -187,6 +188,9 @@ class Uploader {
   std::thread control_;
 
   mutable absl::Mutex mu_;
+  // Wakes the control loop and Shutdown's waits (stop_, a session done, links appended, an ack):
+  // their timeouts are monotonic, where Mutex::AwaitWithTimeout's are on this Abseil's wall clock.
+  SteadyCondVar cv_;
   UploadBuffer buffer_ ABSL_GUARDED_BY(mu_);
   SeriesIds series_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> current_ids_ ABSL_GUARDED_BY(mu_);  // ids of the latest cycle's tables

@@ -100,6 +100,7 @@ AnalysisHost::~AnalysisHost() {
     absl::MutexLock lock(&queue_mu_);
     stop_ = true;
   }
+  queue_cv_.Notify();
   if (flusher_.joinable()) flusher_.join();
 }
 
@@ -114,7 +115,9 @@ void AnalysisHost::RunFlushThread() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
         return stop_ || !queue_.empty();
       };
-      queue_mu_.AwaitWithTimeout(absl::Condition(&ready), next_tick - SteadyNow());
+      // Not Mutex::AwaitWithTimeout: this Abseil times it on the wall clock, and a step back
+      // while nothing is queued would hold the tick for the step's length.
+      queue_cv_.AwaitWithTimeout(queue_mu_, ready, next_tick - SteadyNow());
       if (stop_) return;
     }
     if (SteadyNow() >= next_tick) {
@@ -510,8 +513,11 @@ void AnalysisHost::ReportStore(const absl::Status& s, size_t unsaved) {
 }
 
 void AnalysisHost::Queue(std::vector<analysis::IncidentChange> changes) {
-  absl::MutexLock lock(&queue_mu_);  // its release wakes the flush thread
-  queue_.push_back(std::move(changes));
+  {
+    absl::MutexLock lock(&queue_mu_);
+    queue_.push_back(std::move(changes));
+  }
+  queue_cv_.Notify();  // wakes the flush thread
 }
 
 void AnalysisHost::Flush(absl::Time now) {

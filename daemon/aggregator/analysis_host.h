@@ -38,6 +38,7 @@
 #include "daemon/aggregator/discovered_fabric.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/lldp_topology.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 
@@ -220,6 +221,8 @@ class AnalysisHost final : public IngestObserver {
   absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::deque<std::vector<analysis::IncidentChange>> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool stop_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // Wakes the flush thread (a new entry in queue_, stop_); its tick timeout is monotonic.
+  SteadyCondVar queue_cv_;
   absl::Mutex deliver_mu_ ABSL_ACQUIRED_BEFORE(queue_mu_);  // one delivery at a time
   std::thread flusher_;
 };

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/aggregator/journal_format.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 namespace {
@@ -377,17 +378,19 @@ void Journal::Run() {
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (!queue_.empty() && absl::Now() >= retry_at_);
+        return stop_ || (!queue_.empty() && SteadyNow() >= retry_at_);
       };
       while (!ready()) {
         if (queue_.empty()) {
-          mu_.Await(absl::Condition(&ready));
+          mu_.Await(absl::Condition(&ready));  // an Enqueue's unlock wakes it
         } else {
-          mu_.AwaitWithDeadline(absl::Condition(&ready), retry_at_);
+          // Waiting to retry, on the monotonic clock (a step back of the wall clock must not
+          // hold the retry, and every acknowledgement with it, for the step's length).
+          stop_cv_.AwaitWithTimeout(mu_, ready, retry_at_ - SteadyNow());
         }
       }
       if (queue_.empty() && stop_) break;
-      if (stop_ && !stats_.healthy && absl::Now() < retry_at_) break;  // give up at shutdown
+      if (stop_ && !stats_.healthy && SteadyNow() < retry_at_) break;  // give up at shutdown
       batch.swap(queue_);
     }
     absl::Status s = WriteBatch(batch);
@@ -417,7 +420,7 @@ void Journal::Run() {
       ++stats_.write_errors;
       stats_.healthy = false;
       stats_.last_error = s.ToString();
-      retry_at_ = now + options_.retry_interval;
+      retry_at_ = SteadyNow() + options_.retry_interval;
       // Back at the front, in order: the retry writes them again, into a new segment.
       for (auto it = batch.rbegin(); it != batch.rend(); ++it) queue_.push_front(std::move(*it));
     }
@@ -455,6 +458,7 @@ void Journal::Close() {
     closed_ = true;
     stop_ = true;
   }
+  stop_cv_.Notify();
   if (writer_.joinable()) writer_.join();
 }
 

@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/aggregator/journal_fs.h"
+#include "daemon/common/steady_time.h"
 #include "ringside/v1/ingest.pb.h"
 
 namespace ringside::daemon {
@@ -176,7 +177,8 @@ class Journal {
   JournalStats stats_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // SteadyNow()
+  SteadyCondVar stop_cv_;  // wakes the retry wait when stop_ is set
   std::thread writer_;
 };
 

@@ -7,6 +7,7 @@
 #include "daemon/aggregator/aggregator_metrics.h"
 #include "daemon/aggregator/catalog_families.h"
 #include "daemon/aggregator/query_convert.h"
+#include "daemon/common/steady_time.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -112,7 +113,7 @@ void ShardWatch::Run(size_t i) {
       continue;
     }
     std::uniform_real_distribution<double> jitter(0.8, 1.2);
-    stop_.WaitForNotificationWithTimeout(backoff * jitter(rng));
+    WaitForNotificationSteady(stop_, backoff * jitter(rng));
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
 }

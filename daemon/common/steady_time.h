@@ -10,13 +10,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "collectors/common/steady_wait.h"
 
 namespace ringside::daemon {
 
 // An absl::Time on the monotonic clock (CLOCK_MONOTONIC: the epoch is the boot, not 1970). Only
 // differences and comparisons with other SteadyNow() values mean anything; never print it, send
 // it or pass it to an API that takes a wall-clock deadline (absl::Mutex::AwaitWithDeadline: use
-// AwaitWithTimeout(until - SteadyNow())).
+// SteadyCondVar::AwaitWithTimeout(mu, pred, until - SteadyNow())).
 inline absl::Time SteadyNow() {
   return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
 }
@@ -34,6 +35,9 @@ inline bool WaitForNotificationSteady(const absl::Notification& n, absl::Duratio
   }
   return true;
 }
+
+// The monotonic timed wait on an absl::Mutex (collectors/common/steady_wait.h).
+using collectors::SteadyCondVar;
 
 }  // namespace ringside::daemon
 

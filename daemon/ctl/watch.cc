@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "daemon/agent/backoff.h"
 #include "daemon/common/signals.h"
+#include "daemon/common/steady_time.h"
 #include "daemon/ctl/fleet.h"
 #include "daemon/ctl/fleet_merge.h"
 #include "daemon/ctl/incident_text.h"
@@ -199,7 +200,7 @@ absl::Status WatchOne(QueryClient& client, const v1::WatchIncidentsRequest& req,
         const absl::Duration wait = backoff.Next();
         output.Note(absl::StrCat("ringside watch: ", probe.status().message(), "; retrying in ",
                                  WaitText(wait)));
-        stop->stop.WaitForNotificationWithTimeout(wait);
+        daemon::WaitForNotificationSteady(stop->stop, wait);
         continue;
       }
       output.Note(
@@ -237,7 +238,7 @@ absl::Status WatchOne(QueryClient& client, const v1::WatchIncidentsRequest& req,
     output.Note(absl::StrCat("ringside watch: the aggregator at ", target, " ended the stream (",
                              status.ok() ? "closed" : client.Explain(status).message(),
                              "); reconnecting in ", WaitText(wait)));
-    stop->stop.WaitForNotificationWithTimeout(wait);
+    daemon::WaitForNotificationSteady(stop->stop, wait);
   }
   return absl::OkStatus();
 }

@@ -78,6 +78,13 @@ std::vector<int64_t> AllInts(const std::string& text, const std::string& pattern
   return out;
 }
 
+// Occurrences of `needle` in `text`.
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 int PortFromLog(testing::Process& p, const std::string& pattern) {
   std::smatch m;
   const std::string err = p.Stderr();
@@ -300,6 +307,56 @@ TEST_F(ClockStepTest, StalenessIgnoresTheAggregatorsSteps) {
   EXPECT_GE(took, absl::Milliseconds(2500)) << "stale before --stale-after";
   EXPECT_LE(took, absl::Seconds(5)) << "--stale-after is 3s, housekeeping every 500ms";
   EXPECT_TRUE(agg_->WaitForStderr("node stepper is stale", absl::Seconds(2))) << agg_->Stderr();
+}
+
+// Timed waits in progress when the wall clock steps back: Debian's Abseil times
+// Mutex::AwaitWithTimeout against CLOCK_REALTIME, so such a wait would last the step's length
+// (the shim makes Abseil's waits behave as on a real machine). The aggregator's analysis flush
+// tick, idle (nothing queued to wake it), must keep ticking; the agent's uploader, waiting out its
+// reconnect backoff while the aggregator is down, must reconnect as soon as it is back.
+TEST_F(ClockStepTest, TimedWaitsInProgressIgnoreAStepBack) {
+  ASSERT_TRUE(agent_->WaitForStderr("connected to", absl::Seconds(20))) << agent_->Stderr();
+  ASSERT_GT(Traffic(absl::Seconds(1)), 0) << agg_->Stderr() << agent_->Stderr();
+
+  step_ = "aggregator back 5 min, idle";
+  agent_->Signal(SIGSTOP);
+  absl::SleepFor(absl::Milliseconds(500));  // the flush thread back in its wait
+  agg_clock_.Set(absl::Minutes(-5));
+  const double before = Sum(Metrics(), "ringside_analysis_flushes_total");
+  absl::SleepFor(absl::Milliseconds(3500));
+  const double flushes = Sum(Metrics(), "ringside_analysis_flushes_total") - before;
+  EXPECT_GE(flushes, 2) << "the analysis flush tick held by the step back\n" << agg_->Stderr();
+  agent_->Signal(SIGCONT);
+  agg_clock_.Set(absl::ZeroDuration());
+
+  step_ = "aggregator down, agent back 5 min";
+  agg_->Signal(SIGTERM);
+  ASSERT_EQ(agg_->Wait(absl::Seconds(20)), 0) << agg_->Stderr();
+  agg_.reset();
+  absl::SleepFor(absl::Milliseconds(1500));  // the agent in its reconnect backoff (<= 500 ms)
+  agent_clock_.Set(absl::Minutes(-5));
+  absl::SleepFor(absl::Milliseconds(300));
+  const size_t connects = Count(agent_->Stderr(), "connected to");
+  agg_ = std::make_unique<testing::Process>(
+      agg_clock_.Wrap({BinaryPath("daemon/ringside-aggregator"),
+                       absl::StrCat("--listen=127.0.0.1:", grpc_), "--http-listen=127.0.0.1:0",
+                       "--state-dir=" + dir_.path() + "/state", "--stale-after=3s"}),
+      dir_.path());
+  ASSERT_TRUE(agg_->WaitForStderr("HTTP (/metrics", absl::Seconds(30))) << agg_->Stderr();
+  http_ = PortFromLog(*agg_, "HTTP \\S+ \\S+ \\S+ listening on \\S+ \\(port ([0-9]+)\\)");
+  const absl::Time back = absl::Now();
+  while (Count(agent_->Stderr(), "connected to") <= connects &&
+         absl::Now() < back + absl::Seconds(20)) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  const absl::Duration took = absl::Now() - back;
+  EXPECT_GT(Count(agent_->Stderr(), "connected to"), connects)
+      << "the agent did not reconnect: its backoff wait held by the step back\n"
+      << agent_->Stderr();
+  EXPECT_LT(took, absl::Seconds(5)) << agent_->Stderr();
+  std::fprintf(stderr, "reconnected %.2f s after the aggregator came back\n",
+               absl::ToDoubleSeconds(took));
+  EXPECT_GT(Traffic(absl::Seconds(1)), 0) << agg_->Stderr() << agent_->Stderr();
 }
 
 // After the agent's clock steps back 5 minutes, its link events are stamped on the sample times'

@@ -32,6 +32,7 @@ void AlertmanagerSender::Stop() {
     absl::MutexLock l(&mu_);
     stop_ = true;
   }
+  cv_.Notify();
   if (worker_.joinable()) worker_.join();
 }
 
@@ -116,6 +117,7 @@ void AlertmanagerSender::Enqueue(const analysis::IncidentChange& change) {
     }
   }
   dirty_ = true;
+  cv_.Notify();
   UpdateQueueLength();
 }
 
@@ -151,11 +153,14 @@ void AlertmanagerSender::Reconcile(const std::vector<Incident>& open,
     }
   }
   dirty_ = true;  // send the firing alerts now: Alertmanager expects them again
+  cv_.Notify();
   UpdateQueueLength();
 }
 
 void AlertmanagerSender::Run() {
-  absl::Time next_send = absl::InfiniteFuture();  // the next re-send or retry (wall clock)
+  // The next re-send or retry, on the monotonic clock: a step back of the wall clock must not hold
+  // re-sends (Alertmanager resolves an alert not re-sent within its resolve_timeout) or retries.
+  absl::Time next_send = absl::InfiniteFuture();
   bool retrying = false;
   while (true) {
     std::vector<Sent> batch;
@@ -169,13 +174,14 @@ void AlertmanagerSender::Run() {
         for (const auto& [id, a] : alerts_) {
           const absl::Time release = ReleaseTime(a);
           if (release != absl::InfiniteFuture()) {
-            deadline = std::min(deadline, absl::Now() + std::max(absl::ZeroDuration(), release - now));
+            deadline =
+                std::min(deadline, SteadyNow() + std::max(absl::ZeroDuration(), release - now));
           }
         }
       }
       auto wake = [this, retrying]()
                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || (dirty_ && !retrying); };
-      mu_.AwaitWithDeadline(absl::Condition(&wake), deadline);
+      cv_.AwaitWithTimeout(mu_, wake, deadline - SteadyNow());
       if (stop_) return;
     }
     if (!retrying) absl::SleepFor(options_.batch_delay);  // gather a burst of changes
@@ -270,13 +276,13 @@ void AlertmanagerSender::Run() {
       options_.state->Prune(now - options_.state_retention);
       backoff_.Reset();
       retrying = false;
-      next_send = idle ? absl::InfiniteFuture() : absl::Now() + options_.resend_interval;
+      next_send = idle ? absl::InfiniteFuture() : SteadyNow() + options_.resend_interval;
       continue;
     }
     NoteFailure(resp.ok() ? absl::StrCat("HTTP ", resp->status, ": ", resp->body.substr(0, 200))
                           : std::string(resp.status().message()));
     retrying = true;
-    next_send = absl::Now() + backoff_.Next();
+    next_send = SteadyNow() + backoff_.Next();
   }
 }
 

@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/alerts/alert_sender.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 
@@ -73,6 +74,7 @@ class AlertmanagerSender final : public AlertSender {
   std::map<uint64_t, Alert> alerts_ ABSL_GUARDED_BY(mu_);
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  SteadyCondVar cv_;  // wakes Run: dirty_ or stop_ set; its deadlines are monotonic
   Backoff backoff_;
   std::thread worker_;
 };

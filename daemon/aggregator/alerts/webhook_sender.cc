@@ -34,6 +34,7 @@ void WebhookSender::Stop() {
     absl::MutexLock l(&mu_);
     stop_ = true;
   }
+  stop_cv_.Notify();
   if (worker_.joinable()) worker_.join();
 }
 
@@ -92,8 +93,8 @@ void WebhookSender::PopFront() {
 
 bool WebhookSender::Sleep(absl::Duration d) {
   absl::MutexLock l(&mu_);
-  auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-  mu_.AwaitWithTimeout(absl::Condition(&stopped), d);
+  // The retry backoff on the monotonic clock: a step back of the wall clock must not hold a page.
+  stop_cv_.AwaitWithTimeout(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; }, d);
   return !stop_;
 }
 

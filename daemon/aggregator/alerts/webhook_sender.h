@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/alerts/alert_sender.h"
+#include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
 
@@ -55,6 +56,7 @@ class WebhookSender final : public AlertSender {
   std::deque<Event> queue_ ABSL_GUARDED_BY(mu_);
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;  // the front is being sent
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  SteadyCondVar stop_cv_;  // wakes the retry backoff when stop_ is set
   Backoff backoff_;
   std::thread worker_;
 };
