@@ -14,9 +14,18 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace ringside::collectors {
+
+// An absl::Time on the monotonic clock (CLOCK_MONOTONIC: the epoch is the boot, not 1970). Only
+// differences and comparisons with other SteadyNow() values mean anything; never print it, send
+// it or pass it to an API that takes a wall-clock deadline (absl::Mutex::AwaitWithDeadline: use
+// SteadyCondVar::AwaitWithTimeout(mu, pred, until - SteadyNow())).
+inline absl::Time SteadyNow() {
+  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+}
 
 // A condition variable for an absl::Mutex whose timeout runs on the monotonic clock:
 // std::condition_variable_any, which libstdc++ waits with pthread_cond_clockwait(CLOCK_MONOTONIC),

@@ -1,8 +1,6 @@
 #include "collectors/ibmad/ib_discovery_collector.h"
 
 #include <algorithm>
-#include <chrono>
-
 #include <utility>
 
 #include "absl/status/status.h"
@@ -60,18 +58,14 @@ void IbDiscoveryCollector::Run() {
     absl::MutexLock l(&mu_);
     return stop_;
   };
-  auto steady_now = [] {
-    return absl::UnixEpoch() +
-           absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
-  };
-  absl::Time next = steady_now();
+  absl::Time next = SteadyNow();
   for (;;) {
     {
       absl::MutexLock l(&mu_);
-      stop_cv_.AwaitWithTimeout(mu_, stopping, next - steady_now());
+      stop_cv_.AwaitWithTimeout(mu_, stopping, next - SteadyNow());
       if (stop_) return;
     }
-    const absl::Time start = steady_now();
+    const absl::Time start = SteadyNow();
     DiscoveryStats stats;
     SubnetGraph graph = DiscoverSubnet(*transport_, d, stats);
     auto table = std::make_shared<SeriesTable>();
@@ -94,7 +88,7 @@ void IbDiscoveryCollector::Run() {
       }
       last_stats_ = std::move(stats);
     }
-    next = std::max(start + options_.period, steady_now());
+    next = std::max(start + options_.period, SteadyNow());
   }
 }
 

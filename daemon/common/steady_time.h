@@ -14,13 +14,8 @@
 
 namespace ringside::daemon {
 
-// An absl::Time on the monotonic clock (CLOCK_MONOTONIC: the epoch is the boot, not 1970). Only
-// differences and comparisons with other SteadyNow() values mean anything; never print it, send
-// it or pass it to an API that takes a wall-clock deadline (absl::Mutex::AwaitWithDeadline: use
-// SteadyCondVar::AwaitWithTimeout(mu, pred, until - SteadyNow())).
-inline absl::Time SteadyNow() {
-  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
-}
+// The monotonic clock for intervals and deadlines (collectors/common/steady_wait.h).
+using collectors::SteadyNow;
 
 // Notification::WaitForNotificationWithTimeout on the monotonic clock: true once `n` is notified,
 // false after `timeout`. This build's Abseil waits on an absolute CLOCK_REALTIME deadline, which a

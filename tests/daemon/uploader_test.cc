@@ -618,6 +618,16 @@ class UploadFanoutTest : public UploaderTest {
     EXPECT_TRUE(f.ok()) << f.status();
     return f.ok() ? std::move(*f) : nullptr;
   }
+  // The node's shard is fake_; the records of job "far" go to second_ (another shard), any other
+  // job's to fake_.
+  std::unique_ptr<UploadFanout> MakeShardedFanout() {
+    absl::StatusOr<std::unique_ptr<UploadFanout>> f = UploadFanout::Create(
+        Options(), {fake_.address()}, nullptr, [&](absl::string_view job) {
+          return std::vector<std::string>{job == "far" ? second_.address() : fake_.address()};
+        });
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? std::move(*f) : nullptr;
+  }
   // Collective record seqs, sample batch timestamps and link transitions an aggregator accepted;
   // false if anything came twice or out of a contiguous run of seqs.
   struct Got {
@@ -702,12 +712,8 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
 // Shards: counters stay with the node's shard; each job's records go to its own shard, through a
 // collectives-only session there (its Hello offers only collectives), and nowhere else.
 TEST_F(UploadFanoutTest, CollectiveRecordsGoToTheShardOfTheirJob) {
-  absl::StatusOr<std::unique_ptr<UploadFanout>> made = UploadFanout::Create(
-      Options(), {fake_.address()}, nullptr, [&](absl::string_view job) {
-        return std::vector<std::string>{job == "far" ? second_.address() : fake_.address()};
-      });
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::unique_ptr<UploadFanout> fan = *std::move(made);
+  std::unique_ptr<UploadFanout> fan = MakeShardedFanout();
+  ASSERT_NE(fan, nullptr);
   Table t = MakeTable({Counter("mlx5_0", "port_rcv_data")});
   fan->OnSnapshot(Snap(t, 1, 100));
   v1::CollectiveBatch mixed = Collectives("near", 0, 5);
@@ -841,12 +847,8 @@ TEST_F(UploadFanoutTest, MovingSendsLaterDataOnlyToTheNewShardsReplicas) {
 // one closed (with everything it held acknowledged): the aggregator keeps one session per node, a
 // newer Hello replacing the older session, so overlapping them would make the two fight.
 TEST_F(UploadFanoutTest, MovingToTheShardOfANodesJobOpensTheNewSessionAfterTheJobSessionClosed) {
-  absl::StatusOr<std::unique_ptr<UploadFanout>> made = UploadFanout::Create(
-      Options(), {fake_.address()}, nullptr, [&](absl::string_view job) {
-        return std::vector<std::string>{job == "far" ? second_.address() : fake_.address()};
-      });
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::unique_ptr<UploadFanout> fan = *std::move(made);
+  std::unique_ptr<UploadFanout> fan = MakeShardedFanout();
+  ASSERT_NE(fan, nullptr);
   Table t = MakeTable({Counter("mlx5_0", "port_rcv_data")});
   fan->OnSnapshot(Snap(t, 1, 100));
   fan->EnqueueCollectives(Collectives("far", 0, 5));
