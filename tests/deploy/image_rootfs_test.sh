@@ -28,7 +28,8 @@ as_user() { chroot --userspec="$UID_GID" "$root" "$@"; }
 if command -v podman >/dev/null; then
   step "deploy/image/build.sh --from-rootfs (podman import)"
   tag="localhost/ringside-image-test:$$"
-  store="$work/podman"; rm -rf "$store" "$work/image.oci.tar"
+  # Short, whatever the build directory: podman refuses a runroot of over 50 characters.
+  store="$(mktemp -d /tmp/rs-podman.XXXXXX)"; rm -f "$work/image.oci.tar"
   pod=(podman --root "$store/storage" --runroot "$store/run")
   if "$HERE/../../deploy/image/build.sh" --from-rootfs "$root" --tag "$tag" --podman-root "$store" \
        --oci-archive "$work/image.oci.tar" >"$work/image-import.log" 2>&1; then
