@@ -41,6 +41,7 @@
 #include "daemon/agent/uploader.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/http_server.h"
+#include "daemon/common/tls.h"
 #include "daemon/common/log.h"
 #include "daemon/common/shard_files.h"
 #include "daemon/common/signals.h"
@@ -51,6 +52,11 @@
 ABSL_FLAG(std::string, sysfs_root, "/sys", "Folder that stands for /sys.");
 ABSL_FLAG(std::string, procfs_root, "/proc", "Folder that stands for /proc.");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(1), "Sampling interval (e.g. 1s, 100ms, 10ms).");
+ABSL_FLAG(std::string, web_config_file, "",
+          "exporter-toolkit web configuration for --listen (also spelled --web.config.file): "
+          "TLS, client certificates, bcrypt basic_auth_users, headers; re-read when it or the "
+          "files it names change. Empty: plaintext, no authentication. /healthz and /readyz stay "
+          "open for probes (docs/http-security.md).");
 ABSL_FLAG(std::string, listen, ":9471",
           "Address of /metrics, /healthz and /readyz, [host]:port; empty to serve none.");
 ABSL_FLAG(std::string, node_name, "", "This node's name in every series (default: host name).");
@@ -146,6 +152,9 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this agent (mTLS)
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA that signed the aggregator's certificate; enables TLS to the aggregator.");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
+          "How often --tls-cert, --tls-key and --tls-ca are checked for renewal: the next "
+          "connection to the aggregator uses the new files.");
 ABSL_FLAG(bool, allow_insecure, false,
           "Allow plaintext to a non-loopback aggregator (without --tls-ca).");
 
@@ -489,6 +498,8 @@ int main(int argc, char** argv) {
     uo.tls.key_file = absl::GetFlag(FLAGS_tls_key);
     uo.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
     uo.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+    uo.tls.refresh_interval_s = static_cast<unsigned>(
+        std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_tls_refresh_interval))));
     absl::StatusOr<std::unique_ptr<ringside::daemon::UploadFanout>> up =
         ringside::daemon::UploadFanout::Create(
             uo, *targets, link_reader ? &link_log : nullptr,
@@ -629,7 +640,13 @@ int main(int argc, char** argv) {
   }
   if (!listen.empty()) {
     absl::StatusOr<std::unique_ptr<ringside::daemon::HttpServer>> started =
-        ringside::daemon::HttpServer::Start(listen, 2);
+        ringside::daemon::HttpServer::Start(listen, [] {
+          ringside::daemon::HttpServerOptions ho;
+          ho.threads = 2;
+          ho.web_config_file = absl::GetFlag(FLAGS_web_config_file);
+          ho.log = [](const std::string& line) { LogLine(line); };
+          return ho;
+        }());
     if (!started.ok()) {
       std::fprintf(stderr, "ringside-agent: %s\n", std::string(started.status().message()).c_str());
       return 1;
@@ -656,7 +673,14 @@ int main(int argc, char** argv) {
     });
     // Parsed by tests, the simulator and the deploy checks: keep "serving /metrics on A (port N)".
     LogLine(absl::StrCat("serving /metrics on ", listen, " (port ", http->port(),
-                         "), with /healthz and /readyz"));
+                         "), with /healthz and /readyz",
+                         http->tls() ? ", over TLS (web config)" : ""));
+    if (!http->tls() && absl::GetFlag(FLAGS_web_config_file).empty() &&
+        !ringside::daemon::IsLoopbackAddress(listen)) {
+      LogLine(absl::StrCat("warning: /metrics on ", listen,
+                           " is plaintext without authentication: give --web.config.file "
+                           "(docs/http-security.md)"));
+    }
   }
   LogLine(absl::StrCat("node ", node, ", sysfs root ", ib.sysfs_root, ", interval ",
                        absl::FormatDuration(interval)));

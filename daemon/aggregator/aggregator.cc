@@ -92,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   so.aggregator_version = o.version;
   so.now = o.steady_now;  // the Hello timeout is an interval
   so.max_message_bytes = o.limits.max_message_bytes;
+  so.roles = o.roles;
   a->service_ = std::make_unique<IngestService>(core, a->stats_.get(), so);
 
   grpc::ServerBuilder builder;
@@ -130,7 +131,10 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   a->collectable_ =
       std::make_shared<AggregatorCollectable>(core, a->stats_.get(), a->journal_.get(), o.version);
   if (!o.http_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(o.http_listen);
+    HttpServerOptions ho;
+    ho.web_config_file = o.web_config_file;
+    ho.log = o.log;
+    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(o.http_listen, ho);
     if (!http.ok()) return http.status();
     a->http_ = std::move(*http);
     a->http_port_ = a->http_->port();
@@ -153,7 +157,15 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
       r.body = why.empty() ? "ok\n" : absl::StrCat(why, "\n");
       return r;
     });
-    a->http_->Handle("/api/v1/nodes", [core](const HttpRequest&) {
+    // The JSON API serves what the Query API protects: in plaintext, only to loopback peers.
+    auto api = [server = a->http_.get(), allow = o.tls.allow_insecure](
+                   const std::string& path, HttpServer::Handler h) {
+      server->Handle(path, [allow, h = std::move(h)](const HttpRequest& req) {
+        if (!PlaintextApiAllowed(req, allow)) return PlaintextApiRefusal(req);
+        return h(req);
+      });
+    };
+    api("/api/v1/nodes", [core](const HttpRequest&) {
       HttpResponse r;
       r.content_type = "application/json";
       r.body = NodesJson(core->Nodes());
@@ -168,7 +180,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
       }
       return it->second;
     };
-    a->http_->Handle("/api/v1/series", [core, node_param](const HttpRequest& req) {
+    api("/api/v1/series", [core, node_param](const HttpRequest& req) {
       HttpResponse r;
       r.content_type = "application/json";
       const std::string node = node_param(req, &r);
@@ -182,21 +194,33 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
       r.body = SeriesJson(node, *series);
       return r;
     });
-    a->http_->Handle("/api/v1/collectives", [core, node_param](const HttpRequest& req) {
+    api("/api/v1/collectives", [core, node_param](const HttpRequest& req) {
       HttpResponse r;
       r.content_type = "application/json";
       const std::string node = node_param(req, &r);
       if (!node.empty()) r.body = CollectivesJson(node, core->RecentCollectives(node));
       return r;
     });
-    a->http_->Handle("/api/v1/link_events", [core, node_param](const HttpRequest& req) {
+    api("/api/v1/link_events", [core, node_param](const HttpRequest& req) {
       HttpResponse r;
       r.content_type = "application/json";
       const std::string node = node_param(req, &r);
       if (!node.empty()) r.body = LinkEventsJson(node, core->RecentLinkEvents(node));
       return r;
     });
-    for (const auto& [path, handler] : o.http_handlers) a->http_->Handle(path, handler);
+    for (const auto& [path, handler] : o.http_handlers) {
+      if (path.rfind("/api/", 0) == 0) {
+        api(path, handler);
+      } else {
+        a->http_->Handle(path, handler);
+      }
+    }
+    if (!a->http_->tls() && !IsLoopbackAddress(o.http_listen) && o.log) {
+      o.log(absl::StrCat("warning: HTTP on ", o.http_listen,
+                         " is plaintext without authentication (/metrics is open; /api/v1 answers "
+                         "only loopback peers", o.tls.allow_insecure ? ", and any peer under --allow-insecure" : "",
+                         "): give --web.config.file (docs/http-security.md)"));
+    }
   }
 
   a->serving_ = true;

@@ -28,6 +28,7 @@
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/journal.h"
+#include "daemon/common/grpc_roles.h"
 #include "daemon/common/http_server.h"
 #include "daemon/common/steady_time.h"
 #include "daemon/common/tls.h"
@@ -62,7 +63,13 @@ struct GrpcKeepaliveOptions {
 struct AggregatorOptions {
   std::string listen = ":9472";       // gRPC ingest; port 0 picks one
   std::string http_listen = ":9473";  // /metrics, /healthz, /api/v1/...; empty: no HTTP
+  // exporter-toolkit web configuration of the HTTP side (TLS, client certificates, users);
+  // empty: plaintext, where /api/v1 answers only loopback peers unless tls.allow_insecure.
+  std::string web_config_file;
   TlsOptions tls;
+  // Roles on the gRPC port (grpc_roles.h): who may ingest. The Query API takes the same
+  // authorizer in its QueryServiceOptions. Null: no role checks (tests; plaintext).
+  std::shared_ptr<RoleAuthorizer> roles;
   // The protocol versions spoken (default: this build's, daemon/common/protocol.h).
   uint32_t min_protocol_version = kMinProtocolVersion;
   uint32_t max_protocol_version = kProtocolVersion;

@@ -195,6 +195,15 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       return nullptr;
     }
     const v1::Hello& hello = in_.hello();
+    if (service_->options_.roles) {
+      grpc::Status role = service_->options_.roles->CheckIngest(*context_);
+      if (!role.ok()) {
+        IngestStats::Add(stats->messages, MessageType::kHello);
+        IngestStats::Add(stats->refusals, RefusalReason::kPermission);
+        FinishLocked(role);
+        return nullptr;
+      }
+    }
     if (service_->options_.check_peer_node) {
       std::shared_ptr<const grpc::AuthContext> auth = context_->auth_context();
       if (auth && !PeerMayClaimNode(*auth, hello.node())) {

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "daemon/aggregator/ingest_core.h"
 #include "daemon/aggregator/ingest_stats.h"
+#include "daemon/common/grpc_roles.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "ringside/v1/ingest.grpc.pb.h"
 
@@ -39,6 +40,8 @@ struct IngestServiceOptions {
   size_t max_sessions = 20064;  // open streams, with or without a Hello
   std::string aggregator_version;
   bool check_peer_node = true;                  // PeerMayClaimNode (a no-op on plaintext)
+  // Who may ingest (grpc_roles.h): an agent certificate, never a reader's or a token. Null: any.
+  std::shared_ptr<RoleAuthorizer> roles;
   std::function<absl::Time()> now = absl::Now;  // for the Hello timeout
   // A message over this ends the stream with RESOURCE_EXHAUSTED and is counted
   // (limit_rejections{max_message_bytes}); 0: none. gRPC's own limit should be above it (it cuts

@@ -45,12 +45,32 @@ ABSL_FLAG(std::string, listen, ":9472",
           "gRPC ingest address, [host]:port (port 0 picks a free one).");
 ABSL_FLAG(std::string, http_listen, ":9473",
           "Address of /metrics, /healthz, /readyz and /api/v1/...; empty to serve none.");
+ABSL_FLAG(std::string, web_config_file, "",
+          "exporter-toolkit web configuration for --http-listen (also spelled "
+          "--web.config.file): TLS, client certificates, bcrypt basic_auth_users, headers; re-read "
+          "when it or the files it names change. Empty: plaintext, where /api/v1 answers only "
+          "loopback peers unless --allow-insecure. /healthz and /readyz stay open for probes "
+          "(docs/http-security.md).");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the aggregator.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of the aggregator.");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA: agents must present a certificate it signed (mTLS), and the node name in their "
           "Hello must match it.");
-ABSL_FLAG(bool, allow_insecure, false, "Allow plaintext on a non-loopback --listen.");
+ABSL_FLAG(bool, allow_insecure, false,
+          "Allow plaintext on a non-loopback --listen, and the plaintext JSON API (/api/v1) to "
+          "non-loopback peers.");
+ABSL_FLAG(std::string, reader_identities, "",
+          "Client-certificate names (common name or DNS SAN; a trailing * matches a prefix) that "
+          "have the reader role on the Query API (the CLI, Grafana's source, the other shards' "
+          "aggregators for --peers and cross-shard watching). Under TLS every other certificate "
+          "is an agent's: it may only ingest, as its own node. Comma-separated.");
+ABSL_FLAG(std::string, reader_token_file, "",
+          "File of read-only bearer tokens for the Query API, one per line (ringside "
+          "--token-file); re-read when it changes. With it, clients without a certificate may "
+          "connect, and only a token or a reader certificate lets them read.");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
+          "How often --tls-cert, --tls-key and --tls-ca are checked for renewal: new connections "
+          "use the new files, open streams go on.");
 ABSL_FLAG(std::string, peers, "",
           "The other replicas of this aggregator's shard (host:port of their gRPC, comma-"
           "separated): at start, before alerting, their open incidents are taken over, so a "
@@ -275,10 +295,28 @@ int main(int argc, char** argv) {
   ringside::daemon::AggregatorOptions o;
   o.listen = absl::GetFlag(FLAGS_listen);
   o.http_listen = absl::GetFlag(FLAGS_http_listen);
+  o.web_config_file = absl::GetFlag(FLAGS_web_config_file);
   o.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   o.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   o.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
   o.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+  o.tls.refresh_interval_s = static_cast<unsigned>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_tls_refresh_interval))));
+  {
+    ringside::daemon::RoleOptions ro;
+    ro.enforce = !o.tls.cert_file.empty();
+    ro.reader_identities = absl::StrSplit(absl::GetFlag(FLAGS_reader_identities), ',',
+                                          absl::SkipWhitespace());
+    ro.reader_token_file = absl::GetFlag(FLAGS_reader_token_file);
+    absl::StatusOr<std::shared_ptr<ringside::daemon::RoleAuthorizer>> roles =
+        ringside::daemon::RoleAuthorizer::Create(ro);
+    if (!roles.ok()) {
+      std::fprintf(stderr, "ringside-aggregator: %s\n", roles.status().ToString().c_str());
+      return 2;
+    }
+    o.roles = *roles;
+    o.tls.client_cert_optional = o.roles->tokens_enabled();
+  }
   o.state_dir = state_dir;
   o.stale_after = absl::GetFlag(FLAGS_stale_after);
   o.hello_timeout = absl::GetFlag(FLAGS_hello_timeout);
@@ -381,6 +419,7 @@ int main(int argc, char** argv) {
       po.tls.key_file = absl::GetFlag(FLAGS_tls_key);
       po.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
       po.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+      po.tls.refresh_interval_s = o.tls.refresh_interval_s;
       po.timeout = absl::GetFlag(FLAGS_peer_timeout);
       po.log = [](const std::string& m) { LogLine(m); };
       ao.adopt = ringside::daemon::FetchPeerOpenIncidents(po);
@@ -435,6 +474,7 @@ int main(int argc, char** argv) {
       so.tls.key_file = absl::GetFlag(FLAGS_tls_key);
       so.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
       so.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+      so.tls.refresh_interval_s = o.tls.refresh_interval_s;
       so.log = [](const std::string& m) { LogLine(m); };
       ringside::daemon::AnalysisHost* host = analysis.get();
       ringside::daemon::ShardWatchSink sink;
@@ -567,6 +607,7 @@ int main(int argc, char** argv) {
 
   // The Query API (docs/query-api.md) on the ingest port, and GET /api/v1/incidents.
   ringside::daemon::QueryServiceOptions query_options;
+  query_options.roles = o.roles;
   query_options.watch.queue_limit =
       static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_watch_queue_limit)));
   ringside::daemon::InstallQueryApi(o, analysis.get(), query_options);

@@ -45,7 +45,18 @@ bool MoreSevere(const analysis::Incident& a, const analysis::Incident& b) {
   return a.id > b.id;
 }
 
+// A WatchIncidents stream refused before it starts (no reader role).
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::IncidentChange> {
+ public:
+  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
+
+grpc::Status QueryService::Denied(const grpc::CallbackServerContext& context) const {
+  return options_.roles ? options_.roles->CheckReader(context) : grpc::Status::OK;
+}
 
 bool IncidentIsAboutLink(const analysis::Incident& inc, const analysis::LinkView& link) {
   if (!analysis::IsFabricKind(inc.kind)) return false;
@@ -72,6 +83,7 @@ QueryService::QueryService(AnalysisHost* host, const IngestCore* core, QueryServ
 grpc::ServerUnaryReactor* QueryService::ListIncidents(grpc::CallbackServerContext* context,
                                                       const v1::ListIncidentsRequest* request,
                                                       v1::ListIncidentsResponse* response) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
   IncidentFilter f;
   absl::StatusOr<std::optional<analysis::IncidentKind>> kind = ParseKindFilter(request->kind());
   if (!kind.ok()) return Done(context, ToGrpc(kind.status()));
@@ -90,6 +102,7 @@ grpc::ServerUnaryReactor* QueryService::ListIncidents(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* QueryService::GetIncident(grpc::CallbackServerContext* context,
                                                     const v1::GetIncidentRequest* request,
                                                     v1::Incident* response) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
   absl::StatusOr<analysis::Incident> inc = FindIncident(host_, request->id());
   if (!inc.ok()) return Done(context, ToGrpc(inc.status()));
   ToProto(*inc, response);
@@ -98,6 +111,7 @@ grpc::ServerUnaryReactor* QueryService::GetIncident(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<v1::IncidentChange>* QueryService::WatchIncidents(
     grpc::CallbackServerContext* context, const v1::WatchIncidentsRequest* request) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return new RefusedWatch(denied);
   return watch_->Watch(context, request);
 }
 
@@ -141,6 +155,7 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
 grpc::ServerUnaryReactor* QueryService::ListLinks(grpc::CallbackServerContext* context,
                                                   const v1::ListLinksRequest* request,
                                                   v1::ListLinksResponse* response) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
   for (v1::LinkStatus& s : Links(request->node())) {
     if (request->unhealthy_only() && s.healthy()) continue;
     if (request->flapping_only() &&
@@ -156,6 +171,7 @@ grpc::ServerUnaryReactor* QueryService::ListLinks(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* QueryService::GetNode(grpc::CallbackServerContext* context,
                                                 const v1::GetNodeRequest* request,
                                                 v1::NodeStatus* response) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
   const std::string& node = request->node();
   std::optional<NodeStatus> status = node.empty() ? std::nullopt : core_->Node(node);
   if (!status) {
@@ -212,6 +228,7 @@ grpc::ServerUnaryReactor* QueryService::GetNode(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* QueryService::TopStragglers(grpc::CallbackServerContext* context,
                                                       const v1::TopStragglersRequest* request,
                                                       v1::TopStragglersResponse* response) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
   if (request->window_seconds() != 0) {
     // Never implemented: the scores are over the detector's window of instances. Refused rather
     // than accepted and ignored (issue #17).
@@ -253,6 +270,7 @@ grpc::ServerUnaryReactor* QueryService::TopStragglers(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* QueryService::GetStatus(grpc::CallbackServerContext* context,
                                                   const v1::GetStatusRequest*,
                                                   v1::ClusterStatus* response) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
   const absl::Time now = options_.now();
   uint32_t nodes = 0, stale = 0;
   for (const NodeStatus& n : core_->Nodes()) {
@@ -292,6 +310,7 @@ grpc::ServerUnaryReactor* QueryService::GetStatus(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* QueryService::GetTopology(grpc::CallbackServerContext* context,
                                                     const v1::GetTopologyRequest* request,
                                                     v1::TopologyView* response) {
+  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
   if (host_ == nullptr) {
     response->set_source("none");
     return Done(context, grpc::Status::OK);

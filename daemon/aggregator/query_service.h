@@ -17,6 +17,7 @@
 #include "analysis/fabric_views.h"
 #include "analysis/incidents.h"
 #include "daemon/aggregator/incident_watch.h"
+#include "daemon/common/grpc_roles.h"
 #include "ringside/v1/query.grpc.pb.h"
 
 namespace ringside::daemon {
@@ -28,6 +29,8 @@ struct QueryServiceOptions {
   std::string aggregator_version = "dev";
   IncidentWatchOptions watch;
   std::function<absl::Time()> now = absl::Now;
+  // Who may read (grpc_roles.h): every call needs the reader role. Null: everyone may.
+  std::shared_ptr<RoleAuthorizer> roles;
 };
 
 class QueryService final : public v1::Query::CallbackService {
@@ -68,6 +71,8 @@ class QueryService final : public v1::Query::CallbackService {
   // Every link with its open incidents (`node` empty: every node), in node, source, device, port
   // order.
   std::vector<v1::LinkStatus> Links(const std::string& node) const;
+  // The reader-role check of every call (OK without roles).
+  grpc::Status Denied(const grpc::CallbackServerContext& context) const;
 
   AnalysisHost* const host_;
   const IngestCore* const core_;

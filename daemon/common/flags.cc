@@ -13,7 +13,7 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
       size_t end = arg.find('=');
       if (end == std::string::npos) end = arg.size();
       for (size_t k = start; k != std::string::npos && k < end; ++k) {
-        if (arg[k] == '-') arg[k] = '_';
+        if (arg[k] == '-' || arg[k] == '.') arg[k] = '_';
       }
     }
     out.push_back(std::move(arg));

@@ -9,7 +9,8 @@ namespace ringside::daemon {
 
 // Abseil flags are spelled with underscores; ringside documents them with dashes
 // (--sysfs-root). Returns argv with the dashes inside each flag *name* turned into underscores
-// ("--sysfs-root=/a-b" → "--sysfs_root=/a-b"); values and positional arguments are untouched,
+// ("--sysfs-root=/a-b" → "--sysfs_root=/a-b"), and so are dots, for the Prometheus spelling
+// "--web.config.file" of --web-config-file; values and positional arguments are untouched,
 // and everything after "--" is left alone.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv);
 

@@ -1,6 +1,7 @@
 #include "daemon/common/http_server.h"
 
 #include <CivetServer.h>
+#include <openssl/ssl.h>
 #include <arpa/inet.h>
 #include <civetweb.h>
 #include <fcntl.h>
@@ -17,6 +18,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/common/civetweb_openssl.h"
+#include "daemon/common/tls.h"
+#include "daemon/common/web_security.h"
 
 namespace ringside::daemon {
 namespace {
@@ -36,6 +40,10 @@ const char* StatusText(int status) {
       return "OK";
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 503:
@@ -49,7 +57,8 @@ const char* StatusText(int status) {
 
 class HttpServer::Adapter final : public CivetHandler {
  public:
-  explicit Adapter(Handler handler) : handler_(std::move(handler)) {}
+  Adapter(Handler handler, WebSecurity* security)
+      : handler_(std::move(handler)), security_(security) {}
 
   bool handleGet(CivetServer* server, struct mg_connection* conn) override {
     const struct mg_request_info* info = mg_get_request_info(conn);
@@ -62,17 +71,32 @@ class HttpServer::Adapter final : public CivetHandler {
         req.query[UrlDecode(p.first)] = UrlDecode(p.second);
       }
     }
+    req.tls = info->is_ssl != 0;
+    req.remote_addr = info->remote_addr;
     HttpResponse resp;
-    try {
-      resp = handler_(req);
-    } catch (const std::exception& e) {
-      resp.status = 500;
-      resp.body = absl::StrCat("internal error: ", e.what(), "\n");
+    WebAuthVerdict verdict;
+    if (security_ != nullptr) {
+      const char* authorization = mg_get_header(conn, "Authorization");
+      verdict = security_->Authorize(req.path, info->client_cert != nullptr,
+                                     authorization != nullptr ? authorization : "");
     }
+    if (verdict.status != 200) {
+      resp.status = verdict.status;
+      resp.body = verdict.body;
+    } else {
+      try {
+        resp = handler_(req);
+      } catch (const std::exception& e) {
+        resp.status = 500;
+        resp.body = absl::StrCat("internal error: ", e.what(), "\n");
+      }
+    }
+    std::string extra;
+    for (const auto& [name, value] : verdict.headers) absl::StrAppend(&extra, name, ": ", value, "\r\n");
     std::string head = absl::StrCat("HTTP/1.1 ", resp.status, " ", StatusText(resp.status),
                                     "\r\nContent-Type: ", resp.content_type,
-                                    "\r\nContent-Length: ", resp.body.size(),
-                                    "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+                                    "\r\nContent-Length: ", resp.body.size(), "\r\n", extra,
+                                    "Cache-Control: no-store\r\nConnection: close\r\n\r\n");
     mg_write(conn, head.data(), head.size());
     mg_write(conn, resp.body.data(), resp.body.size());
     return true;
@@ -80,6 +104,7 @@ class HttpServer::Adapter final : public CivetHandler {
 
  private:
   Handler handler_;
+  WebSecurity* security_;
 };
 
 namespace {
@@ -123,6 +148,20 @@ void Poke(const std::string& host, int port) {
 
 }  // namespace
 
+bool PlaintextApiAllowed(const HttpRequest& req, bool allow_insecure) {
+  return req.tls || allow_insecure || IsLoopbackAddress(req.remote_addr);
+}
+
+HttpResponse PlaintextApiRefusal(const HttpRequest& req) {
+  HttpResponse r;
+  r.status = 403;
+  r.content_type = "application/json";
+  r.body = absl::StrCat(
+      "{\"error\":\"the JSON API is not served in plaintext to ", req.remote_addr,
+      ": configure TLS with --web.config.file, or start the aggregator with --allow-insecure\"}\n");
+  return r;
+}
+
 std::string CivetListenAddress(const std::string& listen) {
   if (absl::StartsWith(listen, ":")) return listen.substr(1);
   return listen;
@@ -130,12 +169,51 @@ std::string CivetListenAddress(const std::string& listen) {
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
                                                               int threads) {
+  HttpServerOptions o;
+  o.threads = threads;
+  return Start(listen, o);
+}
+
+namespace {
+
+// civetweb's init_ssl: user_data is the CivetServer, whose user context is the WebSecurity.
+int InitSsl(void* ssl_ctx, void* user_data) {
+  auto* server = static_cast<CivetServer*>(user_data);
+  auto* security = static_cast<WebSecurity*>(const_cast<void*>(server->getUserContext()));
+  if (security == nullptr) return -1;
+  security->InstallOn(static_cast<SSL_CTX*>(ssl_ctx));
+  return 1;  // everything is set up: civetweb loads no certificate and no CA of its own
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
+                                                              const HttpServerOptions& o) {
   std::unique_ptr<HttpServer> s(new HttpServer());
-  std::vector<std::string> options = {"listening_ports",    CivetListenAddress(listen),
-                                      "num_threads",        absl::StrCat(threads < 1 ? 1 : threads),
+  std::string port = CivetListenAddress(listen);
+  CivetCallbacks callbacks;  // its constructor zeroes every callback
+  if (!o.web_config_file.empty()) {
+    absl::StatusOr<std::unique_ptr<WebSecurity>> sec =
+        WebSecurity::Load(o.web_config_file, {"/healthz", "/readyz"}, o.log);
+    if (!sec.ok()) return sec.status();
+    s->security_ = std::move(*sec);
+    if (s->security_->tls()) {
+      absl::Status shim = LoadCivetwebOpenSsl(
+          o.tls_shim_dirs.empty() ? DefaultCivetwebTlsShimDirs() : o.tls_shim_dirs);
+      if (!shim.ok()) return shim;
+      port += "s";
+      callbacks.init_ssl = InitSsl;
+    }
+  }
+  std::vector<std::string> options = {"listening_ports",    port,
+                                      "num_threads",        absl::StrCat(o.threads < 1 ? 1 : o.threads),
                                       "request_timeout_ms", "10000"};
+  if (s->security_ != nullptr && s->security_->tls()) {
+    // Never the system store for client certificates (civetweb's default adds it).
+    options.insert(options.end(), {"ssl_default_verify_paths", "no"});
+  }
   try {
-    s->server_ = std::make_unique<CivetServer>(options);
+    s->server_ = std::make_unique<CivetServer>(options, &callbacks, s->security_.get());
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, ": ", e.what()));
   }
@@ -166,8 +244,10 @@ HttpServer::~HttpServer() {
   server_.reset();
 }
 
+bool HttpServer::tls() const { return security_ != nullptr && security_->tls(); }
+
 void HttpServer::Handle(const std::string& path, Handler handler) {
-  adapters_.push_back(std::make_unique<Adapter>(std::move(handler)));
+  adapters_.push_back(std::make_unique<Adapter>(std::move(handler), security_.get()));
   server_->addHandler(path, adapters_.back().get());
 }
 

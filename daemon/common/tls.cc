@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_roles.h"
 
 namespace ringside::daemon {
 namespace {
@@ -38,6 +39,8 @@ std::string HostOf(const std::string& host_port) {
   if (colon != std::string::npos && s.find(':') == colon) return s.substr(0, colon);
   return s;
 }
+
+unsigned RefreshSeconds(const TlsOptions& o) { return o.refresh_interval_s < 1 ? 1 : o.refresh_interval_s; }
 
 }  // namespace
 
@@ -75,15 +78,24 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadPem(options.key_file, "private key");
   if (!key.ok()) return key.status();
-  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
   if (!options.ca_file.empty()) {
     absl::StatusOr<std::string> ca = ReadPem(options.ca_file, "CA");
     if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
-  return grpc::SslServerCredentials(ssl);
+  // The files, re-read when they change (cert-manager renews them in place).
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      options.key_file, options.cert_file, options.ca_file, RefreshSeconds(options));
+  grpc::experimental::TlsServerCredentialsOptions tls(provider);
+  tls.watch_identity_key_cert_pairs();
+  if (options.ca_file.empty()) {
+    tls.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    tls.watch_root_certs();
+    tls.set_cert_request_type(options.client_cert_optional
+                                  ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(tls);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
@@ -93,6 +105,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
       return absl::InvalidArgumentError(
           "--tls-cert/--tls-key without --tls-ca: give the CA that signed the server's certificate");
     }
+    if (!options.token_file.empty()) {
+      return absl::InvalidArgumentError(
+          "a token (--token-file) is sent only over TLS: give --tls-ca too");
+    }
     if (!IsLoopbackAddress(target) && !options.allow_insecure) {
       return absl::FailedPreconditionError(absl::StrCat(
           "refusing plaintext to non-loopback address ", target,
@@ -100,10 +116,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     }
     return grpc::InsecureChannelCredentials();
   }
-  grpc::SslCredentialsOptions ssl;
   absl::StatusOr<std::string> ca = ReadPem(options.ca_file, "CA");
   if (!ca.ok()) return ca.status();
-  ssl.pem_root_certs = *ca;
+  std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;
   if (!options.cert_file.empty() || !options.key_file.empty()) {
     if (options.cert_file.empty() || options.key_file.empty()) {
       return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
@@ -112,10 +127,26 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     if (!cert.ok()) return cert.status();
     absl::StatusOr<std::string> key = ReadPem(options.key_file, "private key");
     if (!key.ok()) return key.status();
-    ssl.pem_cert_chain = *cert;
-    ssl.pem_private_key = *key;
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        options.key_file, options.cert_file, options.ca_file, RefreshSeconds(options));
+  } else {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        options.ca_file, RefreshSeconds(options));
   }
-  return grpc::SslCredentials(ssl);
+  grpc::experimental::TlsChannelCredentialsOptions tls;
+  tls.set_certificate_provider(provider);
+  tls.watch_root_certs();
+  if (!options.cert_file.empty()) tls.watch_identity_key_cert_pairs();
+  tls.set_verify_server_certs(true);
+  tls.set_check_call_host(true);  // the server's certificate must name the target (or tls_name)
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::experimental::TlsCredentials(tls);
+  if (!creds) return absl::InternalError("gRPC refused the TLS options");
+  if (!options.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(options.token_file);
+    if (!token.ok()) return token.status();
+    creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(*token));
+  }
+  return creds;
 }
 
 bool PeerMayClaimNode(const grpc::AuthContext& auth, const std::string& node) {

@@ -11,6 +11,8 @@
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 
 namespace ringside::daemon {
 
@@ -20,13 +22,22 @@ struct TlsOptions {
   std::string ca_file;    // PEM CA: on a server, client certificates are required and verified
                           // against it (mTLS); on a client, the server is verified against it
   bool allow_insecure = false;  // plaintext on a non-loopback address
+  // Server: request client certificates and verify those given, but let a client without one
+  // connect (a reader with a token, grpc_roles.h); the roles then require what each call needs.
+  bool client_cert_optional = false;
+  // Client: a read-only bearer token sent with every call (the CLI's --token-file); TLS only.
+  std::string token_file;
+  // How often the certificate, key and CA files are checked for renewal (gRPC's
+  // FileWatcherCertificateProvider): new connections use the new files, open streams go on.
+  unsigned refresh_interval_s = 60;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost" (with or without :port). ":9472", "0.0.0.0:9472" and
 // "[::]:9472" listen on every interface, so they are not loopback.
 bool IsLoopbackAddress(const std::string& host_port);
 
-// Credentials for a server listening on `listen`. Plaintext (no cert) is refused unless `listen`
+// Credentials for a server listening on `listen`. With TLS, the files are re-read every
+// refresh_interval_s (renewal without restart). Plaintext (no cert) is refused unless `listen`
 // is loopback or allow_insecure is set; the error says which flags to give.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsOptions& options, const std::string& listen);

@@ -25,6 +25,10 @@ const std::vector<FlagSpec>& ConnectionFlagSpecs() {
        ""},
       {"tls-cert", "", true, "FILE", "PEM client certificate, for mTLS (with --tls-ca)", ""},
       {"tls-key", "", true, "FILE", "PEM private key of --tls-cert", ""},
+      {"token-file", "", true, "FILE",
+       "a read-only bearer token for the Query API (with --tls-ca), instead of a reader "
+       "certificate",
+       ""},
       {"allow-insecure", "", false, "", "allow plaintext to a non-loopback aggregator", ""},
   };
   return *specs;
@@ -36,7 +40,9 @@ const char* ConnectionHelp() {
          "asked, the answers are merged and incidents deduplicated by key; one that cannot be\n"
          "reached is a warning while another answers.\n"
          "Plaintext is used only to loopback (or with --allow-insecure); give --tls-ca (and\n"
-         "--tls-cert/--tls-key when the aggregator requires client certificates) otherwise.\n";
+         "--tls-cert/--tls-key when the aggregator requires client certificates) otherwise.\n"
+         "Under TLS, reading needs a reader identity: a certificate the aggregator maps to the\n"
+         "reader role (--reader-identities), or a token (--token-file, over TLS only).\n";
 }
 
 absl::StatusOr<ConnectionOptions> ConnectionFromArgs(const ParsedArgs& args,
@@ -56,6 +62,7 @@ absl::StatusOr<ConnectionOptions> ConnectionFromArgs(const ParsedArgs& args,
   o.tls.cert_file = args.Get("tls-cert");
   o.tls.key_file = args.Get("tls-key");
   o.tls.allow_insecure = args.Flag("allow-insecure");
+  o.tls.token_file = args.Get("token-file");
   return o;
 }
 
@@ -124,7 +131,7 @@ absl::Status QueryClient::Explain(const grpc::Status& status) const {
     case grpc::StatusCode::PERMISSION_DENIED:
       return absl::PermissionDeniedError(absl::StrCat("the aggregator at ", where,
                                                       " refused this client: ", msg,
-                                                      " (check --tls-cert and --tls-key)"));
+                                                      " (check --tls-cert/--tls-key or --token-file)"));
     case grpc::StatusCode::NOT_FOUND:
       return absl::NotFoundError(msg);
     case grpc::StatusCode::INVALID_ARGUMENT:
