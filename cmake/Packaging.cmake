@@ -53,6 +53,11 @@ foreach(example
       DESTINATION share/doc/ringside/examples/${dir} COMPONENT ${component})
   endif()
 endforeach()
+# The web configuration template (docs/http-security.md), with each daemon's package.
+foreach(component agent aggregator)
+  install(FILES ${RINGSIDE_DEPLOY_DIR}/prometheus/web-config.yml.example
+    DESTINATION share/doc/ringside-${component}/examples COMPONENT ${component})
+endforeach()
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../docs/privileges.md)
   install(FILES ${CMAKE_CURRENT_LIST_DIR}/../docs/privileges.md
     DESTINATION share/doc/ringside COMPONENT agent)

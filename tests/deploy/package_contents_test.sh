@@ -30,6 +30,8 @@ expect_ringside-agent() { cat <<'L'
 -rw-r--r-- root/root ./lib/systemd/system/ringside-collectives.socket
 -rw-r--r-- root/root ./lib/udev/rules.d/60-ringside-umad.rules
 -rwxr-xr-x root/root ./usr/bin/ringside-agent
+-rw-r--r-- root/root ./usr/lib/ringside/agent/libringside-civetweb-crypto.so
+-rw-r--r-- root/root ./usr/lib/ringside/agent/libringside-civetweb-ssl.so
 -rw-r--r-- root/root ./usr/lib/sysusers.d/ringside.conf
 L
 }
@@ -37,6 +39,8 @@ expect_ringside-aggregator() { cat <<'L'
 -rw-r--r-- root/root ./etc/default/ringside-aggregator
 -rw-r--r-- root/root ./lib/systemd/system/ringside-aggregator.service
 -rwxr-xr-x root/root ./usr/bin/ringside-aggregator
+-rw-r--r-- root/root ./usr/lib/ringside/aggregator/libringside-civetweb-crypto.so
+-rw-r--r-- root/root ./usr/lib/ringside/aggregator/libringside-civetweb-ssl.so
 L
 }
 expect_ringside-cli() { echo "-rwxr-xr-x root/root ./usr/bin/ringside"; }
