@@ -68,6 +68,10 @@ ABSL_FLAG(std::string, reader_token_file, "",
           "File of read-only bearer tokens for the Query API, one per line (ringside "
           "--token-file); re-read when it changes. With it, clients without a certificate may "
           "connect, and only a token or a reader certificate lets them read.");
+ABSL_FLAG(std::string, peer_token_file, "",
+          "A read-only token this aggregator presents to the other aggregators' Query API (for "
+          "--peers and cross-shard watching), instead of relying on its certificate being in "
+          "their --reader-identities.");
 ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
           "How often --tls-cert, --tls-key and --tls-ca are checked for renewal: new connections "
           "use the new files, open streams go on.");
@@ -420,6 +424,7 @@ int main(int argc, char** argv) {
       po.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
       po.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
       po.tls.refresh_interval_s = o.tls.refresh_interval_s;
+      po.tls.token_file = absl::GetFlag(FLAGS_peer_token_file);
       po.timeout = absl::GetFlag(FLAGS_peer_timeout);
       po.log = [](const std::string& m) { LogLine(m); };
       ao.adopt = ringside::daemon::FetchPeerOpenIncidents(po);
@@ -475,6 +480,7 @@ int main(int argc, char** argv) {
       so.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
       so.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
       so.tls.refresh_interval_s = o.tls.refresh_interval_s;
+      so.tls.token_file = absl::GetFlag(FLAGS_peer_token_file);
       so.log = [](const std::string& m) { LogLine(m); };
       ringside::daemon::AnalysisHost* host = analysis.get();
       ringside::daemon::ShardWatchSink sink;

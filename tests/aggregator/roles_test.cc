@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "daemon/aggregator/aggregator.h"
 #include "daemon/aggregator/query_api.h"
+#include "daemon/aggregator/shard_watch.h"
 #include "daemon/common/grpc_roles.h"
 #include "daemon/common/tls.h"
 #include "grpcpp/create_channel.h"
@@ -67,7 +68,7 @@ class RolesTest : public ::testing::Test {
 
     RoleOptions ro;
     ro.enforce = true;
-    ro.reader_identities = {"oncall"};
+    ro.reader_identities = {"oncall", "ringside-aggregator-*"};
     ro.reader_token_file = token_file_;
     auto roles = RoleAuthorizer::Create(ro);
     ASSERT_TRUE(roles.ok()) << roles.status();
@@ -132,7 +133,7 @@ class RolesTest : public ::testing::Test {
   std::string ServedSerial() {
     testing::RunResult r = testing::Run(
         {"sh", "-c",
-         absl::StrCat("openssl s_client -connect ", target_, " -cert ", reader_.cert, " -key ",
+         absl::StrCat("openssl s_client -alpn h2 -connect ", target_, " -cert ", reader_.cert, " -key ",
                       reader_.key, " </dev/null 2>/dev/null | openssl x509 -noout -serial")},
         "", absl::Seconds(20));
     return std::string(absl::StripAsciiWhitespace(r.out));
@@ -182,6 +183,37 @@ TEST_F(RolesTest, TokenReadsOnly) {
   // A token removed from the file stops working without a restart.
   std::ofstream(token_file_) << "another-token-0123456789abcdef\n";
   EXPECT_EQ(List(ch).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// Cross-shard watching presents the aggregator's own certificate: with its name among the
+// reader identities, the other shard's incidents stream; an agent's certificate is refused.
+TEST_F(RolesTest, ShardWatchNeedsTheReaderRole) {
+  auto peer_agg = pki_->IssueClient("ringside-aggregator-b-0");
+  ASSERT_TRUE(peer_agg.ok()) << peer_agg.status();
+  for (const testing::CertPaths* cert : {&*peer_agg, &agent_}) {
+    ShardWatchOptions o;
+    o.shards = {analysis::Shard{"shard-1", {target_}}};
+    o.tls = TlsOptions{cert->cert, cert->key, pki_->ca_cert()};
+    o.backoff_initial = absl::Milliseconds(50);
+    o.backoff_max = absl::Milliseconds(200);
+    o.log = [](const std::string&) {};
+    auto watch = ShardWatch::Start(o, ShardWatchSink{[](auto&&...) {}, [](auto&&...) {}});
+    bool connected = false;
+    uint64_t failures = 0;
+    for (int i = 0; i < 40 && !connected && failures < 2; ++i) {
+      absl::SleepFor(absl::Milliseconds(100));
+      for (const ShardWatch::ShardState& st : watch->states()) {
+        connected = st.connected;
+        failures = st.failures;
+      }
+    }
+    if (cert == &agent_) {
+      EXPECT_FALSE(connected) << "an agent certificate watched another shard";
+      EXPECT_GE(failures, 1u);
+    } else {
+      EXPECT_TRUE(connected) << "the aggregator's certificate could not watch";
+    }
+  }
 }
 
 TEST_F(RolesTest, RenewedServerCertificateServesNewConnectionsWhileOldStreamsGoOn) {
