@@ -742,6 +742,41 @@ function checkTarget(where, objs) {
     for (const s of ["ringside-agent-tls", "ringside-aggregator-tls"])
       if (!secrets.includes(s)) fail(where, `no Certificate writes Secret ${s}, which the base mounts`);
   }
+  // Issue #24: with the web-tls component, both daemons take the web configuration, the probes
+  // speak HTTPS, and the monitors scrape over https with a client certificate, checking the
+  // daemons' certificate (no insecureSkipVerify anywhere).
+  for (const o of objs.filter((x) => x.apiVersion?.startsWith("monitoring.coreos.com/"))) {
+    for (const e of [...(o.spec?.endpoints ?? []), ...(o.spec?.podMetricsEndpoints ?? [])]) {
+      if (e.tlsConfig?.insecureSkipVerify) fail(where, `${o.kind}/${o.metadata.name}: insecureSkipVerify`);
+    }
+  }
+  if (where === "examples/all-components") {
+    const workloads = objs.filter((o) => ["DaemonSet", "StatefulSet"].includes(o.kind));
+    for (const w of workloads) {
+      const c = w.spec.template.spec.containers[0];
+      const id = `${where} ${w.kind}/${w.metadata.name}`;
+      if (!(c.args ?? []).includes("--web-config-file=/etc/ringside/web/web-config.yml")) fail(id, "no --web-config-file");
+      if (c.livenessProbe?.httpGet?.scheme !== "HTTPS" || c.readinessProbe?.httpGet?.scheme !== "HTTPS") fail(id, "probes are not HTTPS");
+      const secretVols = (w.spec.template.spec.volumes ?? []).filter((v) => v.secret).map((v) => v.secret.secretName);
+      if (!secretVols.includes("ringside-metrics-tls")) fail(id, "does not mount ringside-metrics-tls");
+    }
+    const certSecrets = objs.filter((o) => o.kind === "Certificate").map((o) => o.spec.secretName);
+    for (const sname of ["ringside-metrics-tls", "ringside-prometheus-tls"])
+      if (!certSecrets.includes(sname)) fail(where, `no Certificate writes ${sname}`);
+    const cm = objs.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("ringside-web-config"));
+    const web = cm ? YAML.parse(cm.data["web-config.yml"]) : null;
+    if (web?.tls_server_config?.client_auth_type !== "RequireAndVerifyClientCert" || !web?.tls_server_config?.client_ca_file)
+      fail(where, "the web config does not require verified client certificates");
+    for (const o of objs.filter((x) => ["ServiceMonitor", "PodMonitor"].includes(x.kind))) {
+      for (const e of [...(o.spec.endpoints ?? []), ...(o.spec.podMetricsEndpoints ?? [])]) {
+        const t = e.tlsConfig ?? {};
+        if (e.scheme !== "https" || !t.ca || !t.cert || !t.keySecret || !t.serverName)
+          fail(where, `${o.kind}/${o.metadata.name} does not scrape over https with a client certificate and a checked server name`);
+      }
+    }
+    const flags = objs.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("ringside-aggregator"))?.data?.["aggregator.flags"] ?? "";
+    if (!/^--reader_identities=.*ringside-aggregator-\*/m.test(flags)) fail(where, "the aggregators cannot read each other (--reader_identities)");
+  }
   const rc = ds?.spec.template.spec.runtimeClassName;
   const wantsRc = ["overlays/nvidia-runtime", "examples/all-components"].includes(where);
   if (wantsRc ? rc !== "nvidia" : rc !== undefined) fail(where, `runtimeClassName ${rc}`);
@@ -1076,6 +1111,23 @@ async function selfTest(base, monitored, sharded, withCerts) {
     failures = saved;
     if (!caught) fail("self-test", "an aggregator certificate without shard 1's pods was accepted");
     else console.log("  self-test: rejected an aggregator certificate without shard 1's pods");
+  }
+  if (withCerts) {
+    for (const [what, breakIt, phrase] of [
+      ["a PodMonitor with insecureSkipVerify", (objs) => { objs.find((o) => o.kind === "PodMonitor").spec.podMetricsEndpoints[0].tlsConfig.insecureSkipVerify = true; }, "insecureSkipVerify"],
+      ["a ServiceMonitor scraping plain http", (objs) => { delete objs.find((o) => o.kind === "ServiceMonitor").spec.endpoints[0].scheme; }, "does not scrape over https"],
+      ["an agent without --web-config-file", (objs) => { const c = objs.find((o) => o.kind === "DaemonSet").spec.template.spec.containers[0]; c.args = c.args.filter((a) => !a.startsWith("--web-config-file")); }, "no --web-config-file"],
+    ]) {
+      const objs = structuredClone(withCerts);
+      breakIt(objs);
+      const saved = failures;
+      failures = [];
+      checkTarget("examples/all-components", objs);
+      const caught = failures.some((f) => f.includes(phrase));
+      failures = saved;
+      if (!caught) fail("self-test", `${what} was accepted`);
+      else console.log(`  self-test: rejected ${what}`);
+    }
   }
   if (monitored) {
     const sm0 = monitored.find((o) => o.kind === "ServiceMonitor");
