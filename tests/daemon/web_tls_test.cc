@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <memory>
@@ -43,7 +44,7 @@ void WriteFile(const std::string& path, const std::string& text) {
 
 struct CurlResult {
   int code = 0;         // HTTP status; 0 when there was no HTTP answer (refused handshake)
-  std::string headers;  // the response head
+  std::string headers;  // the response head, or curl's error when there is none
 };
 
 class WebTlsTest : public ::testing::Test {
@@ -52,9 +53,12 @@ class WebTlsTest : public ::testing::Test {
     auto pki = testing::TestPki::Create(dir_.path(), "fleet");
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = std::make_unique<testing::TestPki>(*pki);
-    auto rogue = testing::TestPki::Create(dir_.path(), "rogue");
+    // Other CAs in folders of their own (TestPki names a client's files after its name).
+    std::filesystem::create_directories(dir_.path() + "/rogue");
+    std::filesystem::create_directories(dir_.path() + "/system");
+    auto rogue = testing::TestPki::Create(dir_.path() + "/rogue", "rogue");
     ASSERT_TRUE(rogue.ok()) << rogue.status();
-    auto system = testing::TestPki::Create(dir_.path(), "system");
+    auto system = testing::TestPki::Create(dir_.path() + "/system", "system");
     ASSERT_TRUE(system.ok()) << system.status();
     auto server = pki_->IssueServer("server");
     ASSERT_TRUE(server.ok()) << server.status();
@@ -116,6 +120,7 @@ class WebTlsTest : public ::testing::Test {
       out.code = std::atoi(r.out.substr(r.out.size() - 3).c_str());
       out.headers = r.out.substr(0, r.out.size() - 3);
     }
+    if (out.code == 0) out.headers = r.err;
     return out;
   }
 
@@ -140,7 +145,7 @@ class WebTlsTest : public ::testing::Test {
 TEST_F(WebTlsTest, TheScrapeMatrix) {
   // Right certificate and password: 200, with the configured header.
   CurlResult ok = Get("/metrics", &prom_, "prom:pw-1");
-  EXPECT_EQ(ok.code, 200) << ok.headers;
+  ASSERT_EQ(ok.code, 200) << ok.headers;
   EXPECT_TRUE(absl::StrContains(ok.headers, "X-Frame-Options: deny")) << ok.headers;
   // Wrong or no password: 401 asking for Basic.
   CurlResult wrong = Get("/metrics", &prom_, "prom:pw-2");
