@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/common/basic_auth.h"
+#include "daemon/common/flags.h"
 #include "daemon/common/web_config.h"
 #include "daemon/common/web_security.h"
 #include "tests/testing/certs.h"
@@ -108,6 +109,18 @@ TEST(WebConfigTest, RefusesWhatItDoesNotImplementByName) {
     EXPECT_NE(r.status().message().find(c.says), std::string::npos)
         << c.yaml << " → " << r.status();
   }
+}
+
+// Prometheus's spelling of the flag is accepted: dots in a flag's name, not in its value.
+TEST(WebConfigTest, FlagSpelledTheExporterWay) {
+  std::vector<std::string> in = {"ringside-agent", "--web.config.file=/etc/a.b/web-config.yml",
+                                 "--web-config-file", "x.yml"};
+  std::vector<char*> argv;
+  for (std::string& a : in) argv.push_back(a.data());
+  std::vector<std::string> out = NormalizeFlagNames(static_cast<int>(argv.size()), argv.data());
+  EXPECT_EQ(out[1], "--web_config_file=/etc/a.b/web-config.yml");
+  EXPECT_EQ(out[2], "--web_config_file");
+  EXPECT_EQ(out[3], "x.yml");
 }
 
 TEST(BasicAuthTest, BcryptFromLibxcryptVerifiesAndIsCached) {
