@@ -19,7 +19,6 @@ struct WebSecurity::Loaded {
   STACK_OF(X509)* chain = nullptr;
   EVP_PKEY* key = nullptr;
   X509_STORE* ca = nullptr;
-  STACK_OF(X509_NAME)* ca_names = nullptr;
   std::string ciphers;  // "A:B:C"
 
   ~Loaded() {
@@ -27,7 +26,6 @@ struct WebSecurity::Loaded {
     sk_X509_pop_free(chain, X509_free);
     EVP_PKEY_free(key);
     X509_STORE_free(ca);
-    sk_X509_NAME_pop_free(ca_names, X509_NAME_free);
   }
 };
 
@@ -114,13 +112,11 @@ absl::StatusOr<std::shared_ptr<WebSecurity::Loaded>> LoadAll(const std::string& 
     STACK_OF(X509_INFO)* infos = PEM_X509_INFO_read_bio(bio, nullptr, nullptr, nullptr);
     BIO_free(bio);
     l->ca = X509_STORE_new();
-    l->ca_names = sk_X509_NAME_new_null();
     int n = 0;
     for (int i = 0; infos != nullptr && i < sk_X509_INFO_num(infos); ++i) {
       X509_INFO* info = sk_X509_INFO_value(infos, i);
       if (info->x509 == nullptr) continue;
       X509_STORE_add_cert(l->ca, info->x509);
-      sk_X509_NAME_push(l->ca_names, X509_NAME_dup(X509_get_subject_name(info->x509)));
       ++n;
     }
     sk_X509_INFO_pop_free(infos, X509_INFO_free);
@@ -238,8 +234,9 @@ bool WebSecurity::ConfigureConnection(SSL* ssl) {
   // Only client_ca_file is trusted. A certificate is requested, and one that does not verify
   // fails the handshake; none at all is let through to Authorize, which refuses every path but
   // the probes under RequireAndVerifyClientCert.
+  // (No list of acceptable CA names: Prometheus 2.42's Go TLS failed the TLS 1.3 handshake on
+  // the certificate_authorities extension OpenSSL built from it, "tls: unexpected message".)
   SSL_set1_verify_cert_store(ssl, l->ca);
-  SSL_set_client_CA_list(ssl, SSL_dup_CA_list(l->ca_names));
   SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
   return true;
 }
