@@ -20,6 +20,7 @@
 #include "daemon/aggregator/shard_watch.h"
 #include "daemon/common/grpc_roles.h"
 #include "daemon/common/tls.h"
+#include "daemon/ctl/query_client.h"
 #include "grpcpp/create_channel.h"
 #include "ringside/v1/query.grpc.pb.h"
 #include "tests/aggregator/ingest_test_util.h"
@@ -183,6 +184,26 @@ TEST_F(RolesTest, TokenReadsOnly) {
   // A token removed from the file stops working without a restart.
   std::ofstream(token_file_) << "another-token-0123456789abcdef\n";
   EXPECT_EQ(List(ch).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// The CLI's --token-file: the token reads; without it (and without a reader certificate) the
+// CLI says what to give.
+TEST_F(RolesTest, CliReadsWithATokenFile) {
+  ctl::ConnectionOptions c;
+  c.target = target_;
+  c.tls.ca_file = pki_->ca_cert();
+  c.tls.token_file = token_file_;
+  auto client = ctl::QueryClient::Connect(c);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto listed = (*client)->ListIncidents({});
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  c.tls.token_file.clear();
+  auto anonymous = ctl::QueryClient::Connect(c);
+  ASSERT_TRUE(anonymous.ok()) << anonymous.status();
+  auto refused = (*anonymous)->ListIncidents({});
+  EXPECT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--token-file"))
+      << refused.status();
 }
 
 // Cross-shard watching presents the aggregator's own certificate: with its name among the
