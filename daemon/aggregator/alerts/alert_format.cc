@@ -30,6 +30,14 @@ std::string AlertName(IncidentKind kind) {
       return "RingsideStraggler";
     case IncidentKind::kJobSlowdown:
       return "RingsideJobSlowdown";
+    case IncidentKind::kGpuThrottled:
+      return "RingsideGpuThrottled";
+    case IncidentKind::kGpuXid:
+      return "RingsideGpuXid";
+    case IncidentKind::kGpuMemoryError:
+      return "RingsideGpuMemoryError";
+    case IncidentKind::kGpuPcieDegraded:
+      return "RingsideGpuPcieDegraded";
   }
   return "RingsideIncident";
 }
@@ -37,7 +45,7 @@ std::string AlertName(IncidentKind kind) {
 const std::vector<std::string>& AlertEntityLabels() {
   static const auto* labels = new std::vector<std::string>{
       "node", "device", "port", "netdev", "gpu", "link", "priority", "job", "rank", "comm",
-      "pod",  "namespace", "cuda_device"};
+      "pod",  "namespace", "cuda_device", "pci_bus_id"};
   return *labels;
 }
 
