@@ -164,9 +164,9 @@ TEST(GpuCauseTest, EveryGpuPowerCappedBlamesNobody) {
 TEST(GpuCauseTest, ACpuThrottledCgroupIsItsRanksHostCause) {
   FabricAnalysis a({}, nullptr);
   Cluster c(a);
-  c.Seconds(10);
-  c.cgroup_throttled[1] = 0.4;  // rank 1's pod hits its CPU limit: its launches come late
-  c.slow[1] = 0.5;
+  c.cgroup_throttled[1] = 0.4;  // rank 1's pod hits its CPU limit ...
+  c.Seconds(40);
+  c.slow[1] = 0.5;  // ... and once its step needs more CPU, its launches come late
   c.Seconds(20);
   const Incident* s = c.Open(IncidentKind::kStraggler);
   ASSERT_NE(s, nullptr);
@@ -179,21 +179,19 @@ TEST(GpuCauseTest, ACpuThrottledCgroupIsItsRanksHostCause) {
   EXPECT_NEAR(cause.evidence.at("cgroup_throttled_share"), 0.4, 0.01);
   EXPECT_THAT(cause.summary, HasSubstr("was throttled in 40% of its CFS periods"));
   // The numbers stay as when the cause was chosen: later flushes do not rewrite it.
-  const uint64_t revision = s->revision;
   const auto causes = s->causes;
   c.cgroup_throttled[1] = 0.45;
   c.Seconds(3);
   s = c.Open(IncidentKind::kStraggler);
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->causes, causes);
-  EXPECT_LE(s->revision, revision + 3);  // only the detector's own updates, if any
 }
 
 TEST(GpuCauseTest, NothingFoundIsHostWithWhatWasChecked) {
   FabricAnalysis a({}, nullptr);
   Cluster c(a);
   c.cpu_pressure[0] = 0.03;
-  c.Seconds(10);
+  c.Seconds(40);
   c.slow[2] = 0.5;
   c.Seconds(20);
   const Incident* s = c.Open(IncidentKind::kStraggler);
