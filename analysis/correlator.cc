@@ -313,6 +313,7 @@ std::vector<CauseLink> Correlator::CausesOf(
     StragglerCauseContext ctx;
     ctx.gpus = gpus_;
     ctx.host = host_;
+    ctx.detector = detector_;
     ctx.window = options_.window;
     ctx.max_causes = options_.max_causes;
     std::vector<CauseLink> more = NonFabricCauses(s, where, WhereOf(s), fabric, ctx);

@@ -62,9 +62,11 @@ class Correlator {
   void SetTopology(const Topology* topology) { topology_ = topology; }
   // The GPU directory and host signals a straggler's non-fabric cause is looked up in (either may
   // be null); they must outlive the correlator.
-  void SetCauseContext(const GpuDirectory* gpus, const HostSignals* host) {
+  void SetCauseContext(const GpuDirectory* gpus, const HostSignals* host,
+                       const GpuDetector* detector = nullptr) {
     gpus_ = gpus;
     host_ = host;
+    detector_ = detector;
   }
 
   // Learns rank → node from one record (the job's global rank when known, else the communicator
@@ -128,6 +130,7 @@ class Correlator {
   CorrelatorOptions options_;
   const GpuDirectory* gpus_ = nullptr;
   const HostSignals* host_ = nullptr;
+  const GpuDetector* detector_ = nullptr;
   absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, Rank>> jobs_;
   absl::flat_hash_map<std::string, std::set<JobRank>> by_node_;
   absl::flat_hash_map<std::string, std::set<std::string>> by_short_node_;  // short → full names

@@ -28,7 +28,7 @@ FabricAnalysis::FabricAnalysis(FabricAnalysisOptions options, IncidentStore* sto
       incidents_(store, options.incidents),
       // A resolved remote incident may still explain a straggler seen within the window after.
       remote_(2 * options.correlator.window) {
-  correlator_.SetCauseContext(&gpu_directory_, &host_);
+  correlator_.SetCauseContext(&gpu_directory_, &host_, &gpus_);
 }
 
 absl::Status FabricAnalysis::Start(absl::Time now) {

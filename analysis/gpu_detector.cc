@@ -439,6 +439,11 @@ void GpuDetector::Advance(absl::Time now, std::vector<Finding>& out) {
   }
 }
 
+double GpuDetector::ComputeProcesses(absl::string_view node, absl::string_view index) const {
+  auto it = gpus_.find(Key(node, index));
+  return it == gpus_.end() ? -1 : it->second.compute_processes;
+}
+
 bool GpuDetector::Restore(const Finding& f) {
   if (f.kind != IncidentKind::kGpuThrottled && f.kind != IncidentKind::kGpuXid &&
       f.kind != IncidentKind::kGpuMemoryError && f.kind != IncidentKind::kGpuPcieDegraded) {

@@ -90,6 +90,9 @@ class GpuDetector {
   bool Restore(const Finding& open);
 
   size_t gpus() const { return gpus_.size(); }
+  // The latest compute_processes of a GPU (NVML's running compute processes); -1 unknown. More
+  // than one: ranks that share the GPU time-slice it, and look late by turns.
+  double ComputeProcesses(absl::string_view node, absl::string_view index) const;
 
  private:
   // A share of time over a sliding window: (time, on, total) entries and their sums.

@@ -87,6 +87,11 @@ std::vector<CauseLink> NonFabricCauses(const Incident& s, const RankPlacement& r
     }
     if (!out.empty()) return out;
     checked["gpu_incidents"] = 0;
+    if (ctx.detector != nullptr && !index.empty()) {
+      if (double n = ctx.detector->ComputeProcesses(rank.node, index); n >= 0) {
+        checked["gpu_compute_processes"] = n;
+      }
+    }
   }
 
   // 2. Host evidence.
@@ -152,6 +157,10 @@ std::vector<CauseLink> NonFabricCauses(const Incident& s, const RankPlacement& r
   std::vector<std::string> clean = {absl::StrCat("no fabric incident on ", node,
                                                  " or its leaf switch in the same window")};
   if (checked.count("gpu_incidents")) clean.push_back(absl::StrCat("no GPU incident on ", gpu_name));
+  if (auto it = checked.find("gpu_compute_processes"); it != checked.end() && it->second > 1) {
+    // Several processes time-share the GPU: their kernels start by turns.
+    clean.push_back(absl::StrCat(gpu_name, " shared by ", it->second, " compute processes"));
+  }
   else if (where != LatenessWhere::kHost) clean.push_back("its GPU unknown (no PCI bus id)");
   if (auto it = checked.find("cgroup_throttled_share"); it != checked.end()) {
     clean.push_back(absl::StrCat("cgroup throttled ", Pct(it->second)));

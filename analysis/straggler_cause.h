@@ -38,6 +38,7 @@ struct RankPlacement {
 struct StragglerCauseContext {
   const GpuDirectory* gpus = nullptr;  // may be null
   const HostSignals* host = nullptr;   // may be null
+  const GpuDetector* detector = nullptr;  // may be null: the GPU's compute processes
   // A GPU incident explains the straggler when their times overlap within this slack (as a
   // fabric incident: CorrelatorOptions::window).
   absl::Duration window = absl::Minutes(5);

@@ -42,6 +42,7 @@ class Cluster {
   double slow[8] = {};                // extra compute of rank r, as a fraction
   double cgroup_throttled[8] = {};    // share of rank r's CFS periods throttled
   double cpu_pressure[2] = {};        // share of node n's time some task stalled on CPU
+  double processes[8] = {1, 1, 1, 1, 1, 1, 1, 1};  // compute processes on rank r's GPU
 
   explicit Cluster(FabricAnalysis& a) : a_(a), clock_ns_(absl::ToUnixNanos(t_)) {
     for (int r = 0; r < 8; ++r) {
@@ -54,7 +55,7 @@ class Cluster {
         counters_.push_back(std::make_unique<SimCounter>(node, "cgroup", Cgroup(r), "", c));
       }
       for (const char* c : {"clock_event_reasons", "sm_clock_max_mhz", "utilization_gpu_percent",
-                            "sm_clock_mhz"}) {
+                            "sm_clock_mhz", "compute_processes"}) {
         gauges_.push_back(std::make_unique<SimState>(node, "gpu", idx, "", c));
       }
     }
@@ -68,8 +69,8 @@ class Cluster {
     t_ += absl::Seconds(1);
     for (int r = 0; r < 8; ++r) {
       const Gpu& g = gpu[r];
-      const double values[] = {static_cast<double>(g.bits), 1980, 95, g.clock};
-      for (int i = 0; i < 4; ++i) a_.OnState(gauges_[r * 4 + i]->At(t_, values[i]));
+      const double values[] = {static_cast<double>(g.bits), 1980, 95, g.clock, processes[r]};
+      for (int i = 0; i < 5; ++i) a_.OnState(gauges_[r * 5 + i]->At(t_, values[i]));
       a_.OnCounter(counters_[r * 4 + 0]->Step(t_, g.hw_thermal_ns_per_s));
       a_.OnCounter(counters_[r * 4 + 1]->Step(t_, g.power_cap_ns_per_s));
       a_.OnCounter(counters_[r * 4 + 2]->Step(t_, 10));  // 100 ms CFS periods
@@ -191,6 +192,7 @@ TEST(GpuCauseTest, NothingFoundIsHostWithWhatWasChecked) {
   FabricAnalysis a({}, nullptr);
   Cluster c(a);
   c.cpu_pressure[0] = 0.03;
+  c.processes[2] = 3;  // rank 2's GPU is time-shared with two other processes
   c.Seconds(40);
   c.slow[2] = 0.5;
   c.Seconds(20);
@@ -204,6 +206,8 @@ TEST(GpuCauseTest, NothingFoundIsHostWithWhatWasChecked) {
   EXPECT_NEAR(cause.evidence.at("cpu_pressure_some_share"), 0.03, 0.005);
   EXPECT_THAT(cause.summary, HasSubstr("no GPU incident on GPU 2 (0000:1b:00.0)"));
   EXPECT_THAT(cause.summary, HasSubstr("CPU pressure 3%"));
+  EXPECT_EQ(cause.evidence.at("gpu_compute_processes"), 3);
+  EXPECT_THAT(cause.summary, HasSubstr("GPU 2 (0000:1b:00.0) shared by 3 compute processes"));
 }
 
 // The order, on hand-made incidents: fabric, then the rank's own GPU, then host evidence; `where`
