@@ -403,7 +403,8 @@ void GpuDetector::Advance(absl::Time now, std::vector<Finding>& out) {
   for (auto& [key, g] : gpus_) {
     double peer = -1;
     bool blamed = false;
-    if (ReasonShare(g, kPowerCap) >= options_.power_cap_share && Busy(g) && !g.clock.q.empty()) {
+    if (ReasonShare(g, kPowerCap) >= options_.power_cap_share && Busy(g) && !g.clock.q.empty() &&
+        g.last_seen >= now - options_.stale_after) {
       std::vector<double> others;
       for (const auto& [k, r] : ratios) {
         if (k != key) others.push_back(r);
