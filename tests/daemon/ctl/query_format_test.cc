@@ -282,9 +282,14 @@ TEST_F(CauseChainTest, LongChainsAreCutAndFetchesCached) {
 // A GPU incident names its GPU by NVML index and bus id; a host cause its cgroup; a cause's
 // evidence (what was checked) reaches -o json.
 TEST(IncidentTextTest, GpuAndHostCauses) {
-  EntityMap gpu{{"node", "node-05"}, {"gpu", "3"}, {"pci_bus_id", "0000:1a:00.0"}};
+  EntityMap gpu;
+  gpu["node"] = "node-05";
+  gpu["gpu"] = "3";
+  gpu["pci_bus_id"] = "0000:1a:00.0";
   EXPECT_EQ(EntityText(gpu), "node-05 gpu 3 (0000:1a:00.0)");
-  EntityMap cgroup{{"node", "node-05"}, {"cgroup", "/kubepods/pod-1"}};
+  EntityMap cgroup;
+  cgroup["node"] = "node-05";
+  cgroup["cgroup"] = "/kubepods/pod-1";
   EXPECT_EQ(EntityText(cgroup), "node-05 cgroup /kubepods/pod-1");
   v1::CauseLink host;
   host.set_kind("host");
