@@ -28,6 +28,11 @@ struct CollectiveObservation {
   // several GPUs; (host, pid, cuda_device) is one worker.
   int32_t cuda_device = -1;
   bool clock_synchronized = false;
+  // The rank's GPU as a PCI bus id, sysfs form ("0000:19:00.0"; analysis/pci_bus_id.h): the NVML
+  // device the agent reads (its gpu info record's pci_bus_id). "" unknown.
+  std::string gpu_pci_bus_id;
+  // The rank's cgroup (v2 path, as in /proc/self/cgroup), whose cpu.stat the agent reads. "" unknown.
+  std::string cgroup;
   int32_t peer = -1;     // point-to-point: the peer rank; -1 for a collective
 
   bool is_p2p() const { return peer >= 0; }

@@ -84,6 +84,10 @@ void Correlator::ObserveCollective(const CollectiveObservation& obs) {
     Index(r.node, {obs.job, rank}, false);  // the rank moved (a restarted job)
   } else {
     r.seen = std::max(r.seen, seen);
+    if (!obs.gpu_pci_bus_id.empty() && r.gpu_pci_bus_id != obs.gpu_pci_bus_id) {
+      r.gpu_pci_bus_id = obs.gpu_pci_bus_id;
+    }
+    if (!obs.cgroup.empty() && r.cgroup != obs.cgroup) r.cgroup = obs.cgroup;
     const bool same_pod = r.pod.size() == obs.pod_namespace.size() + 1 + obs.pod.size() &&
                           absl::StartsWith(r.pod, obs.pod_namespace) &&
                           absl::EndsWith(r.pod, obs.pod);
@@ -93,6 +97,8 @@ void Correlator::ObserveCollective(const CollectiveObservation& obs) {
   r.node = obs.host;
   r.seen = seen;
   r.pod = obs.pod.empty() ? "" : absl::StrCat(obs.pod_namespace, "/", obs.pod);
+  r.gpu_pci_bus_id = obs.gpu_pci_bus_id;
+  r.cgroup = obs.cgroup;
   Index(r.node, {obs.job, rank}, true);
 }
 
@@ -122,6 +128,34 @@ std::string Correlator::NodeOf(const std::string& job, int64_t rank) const {
   if (j == jobs_.end()) return "";
   auto r = j->second.find(rank);
   return r == j->second.end() ? "" : r->second.node;
+}
+
+RankPlacement Correlator::PlacementOf(const std::string& job, int64_t rank) const {
+  RankPlacement p;
+  auto j = jobs_.find(job);
+  if (j == jobs_.end()) return p;
+  auto r = j->second.find(rank);
+  if (r == j->second.end()) return p;
+  p.node = r->second.node;
+  p.gpu_pci_bus_id = r->second.gpu_pci_bus_id;
+  p.cgroup = r->second.cgroup;
+  return p;
+}
+
+void Correlator::KeepSameChoice(const std::vector<CauseLink>& current,
+                                std::vector<CauseLink>& fresh) {
+  if (current.size() != fresh.size()) return;
+  for (size_t i = 0; i < current.size(); ++i) {
+    const CauseLink& a = current[i];
+    const CauseLink& b = fresh[i];
+    if (a.incident_id != b.incident_id || a.kind != b.kind || a.scope != b.scope ||
+        a.entity != b.entity || a.key != b.key || a.shard != b.shard) {
+      return;
+    }
+    // Only a cause with numbers of its own (GPU, host evidence) keeps its first ones.
+    if (a.evidence.empty() && b.evidence.empty() && a.summary != b.summary) return;
+  }
+  fresh = current;
 }
 
 std::vector<std::string> Correlator::NodesOf(const std::string& job) const {
@@ -173,6 +207,11 @@ std::string Correlator::Describe(const Incident& f) const {
     parts.push_back(absl::StrCat("leaf ", name.empty() ? leaf : name));
   }
   if (std::string p = Label(f, "priority"); !p.empty()) parts.push_back("prio " + p);
+  if (IsGpuKind(f.kind)) {
+    std::string gpu = absl::StrCat("GPU ", Label(f, "gpu"));
+    if (std::string bus = Label(f, "pci_bus_id"); !bus.empty()) absl::StrAppend(&gpu, " (", bus, ")");
+    return absl::StrCat(IncidentKindName(f.kind), " on ", node, " ", gpu);
+  }
   if (f.kind == IncidentKind::kStraggler) {
     return absl::StrCat("straggler rank ", Label(f, "rank"), " of job ", Label(f, "job"),
                         node.empty() ? "" : " on " + node);
@@ -266,6 +305,31 @@ std::vector<CauseLink> Correlator::CausesOf(
     }
     out.push_back(std::move(link));
   }
+  if (out.empty() && s.kind == IncidentKind::kStraggler) {
+    RankPlacement where;
+    int64_t rank = 0;
+    if (absl::SimpleAtoi(Label(s, "rank"), &rank)) where = PlacementOf(job, rank);
+    if (where.node.empty() && !nodes.empty()) where.node = *nodes.begin();
+    StragglerCauseContext ctx;
+    ctx.gpus = gpus_;
+    ctx.host = host_;
+    ctx.detector = detector_;
+    ctx.window = options_.window;
+    ctx.max_causes = options_.max_causes;
+    std::vector<CauseLink> more = NonFabricCauses(s, where, WhereOf(s), fabric, ctx);
+    if (remote_shard != nullptr) {
+      for (CauseLink& link : more) {
+        for (const Incident* f : fabric) {
+          if (f == nullptr || link.key.empty() || StableIncidentKey(*f) != link.key) continue;
+          if (auto r = remote_shard->find(f); r != remote_shard->end()) {
+            link.incident_id = 0;  // another shard's: its ids are its own
+            link.shard = r->second;
+          }
+        }
+      }
+    }
+    return more;
+  }
   if (out.empty()) {
     CauseLink host;
     host.kind = "host";
@@ -353,12 +417,14 @@ absl::Status Correlator::Correlate(IncidentManager& incidents, absl::Time now,
     if (IsFabricKind(inc->kind)) {
       fabric.push_back(inc);
       faults.push_back(inc->id);
+    } else if (IsGpuKind(inc->kind)) {
+      fabric.push_back(inc);  // a straggler's candidate cause; no blast radius of its own
     } else {
       symptoms.push_back(inc->id);
     }
   }
   for (const Incident* inc : incidents.RecentlyResolved()) {
-    if (IsFabricKind(inc->kind)) fabric.push_back(inc);
+    if (IsFabricKind(inc->kind) || IsGpuKind(inc->kind)) fabric.push_back(inc);
   }
   absl::flat_hash_map<const Incident*, std::string> remote_shard;
   if (remote != nullptr) {
@@ -371,7 +437,10 @@ absl::Status Correlator::Correlate(IncidentManager& incidents, absl::Time now,
   std::vector<std::pair<uint64_t, std::vector<CauseLink>>> causes;
   for (uint64_t id : symptoms) {
     if (const Incident* s = incidents.Get(id)) {
-      causes.emplace_back(id, CausesOf(*s, fabric, remote_shard.empty() ? nullptr : &remote_shard));
+      std::vector<CauseLink> c =
+          CausesOf(*s, fabric, remote_shard.empty() ? nullptr : &remote_shard);
+      KeepSameChoice(s->causes, c);
+      causes.emplace_back(id, std::move(c));
     }
   }
   std::vector<std::pair<uint64_t, std::vector<AffectedJob>>> radius;

@@ -11,8 +11,10 @@
 // "node") or, for a switch-side kind, on one of its leaves (scope "leaf") or with a port of its
 // node in its spread (scope "spread": a pause storm's "spread/<node>/<port>" evidence, inferred
 // when there is no topology). Node before leaf and spread, then
-// critical before warning, then the earliest; at most `max_causes`. With none, the cause is the
-// host itself (kind "host": compute, input pipeline), so every straggler says where to look.
+// critical before warning, then the earliest; at most `max_causes`. With none, a straggler's cause
+// is chosen by analysis/straggler_cause.h (a GPU incident on its own GPU, host evidence, else the
+// host with what was checked), a job_slowdown's is the host itself (kind "host": compute, input
+// pipeline, workload), so every straggler says where to look.
 // A link fault on another node of the same leaf is not a cause: it slows that node's own ranks,
 // which the straggler detector then names.
 //
@@ -37,6 +39,7 @@
 #include "analysis/collective_observation.h"
 #include "analysis/incidents.h"
 #include "analysis/remote_incidents.h"
+#include "analysis/straggler_cause.h"
 #include "analysis/topology.h"
 
 namespace ringside::analysis {
@@ -57,6 +60,14 @@ class Correlator {
   explicit Correlator(const Topology* topology = nullptr, CorrelatorOptions options = {});
 
   void SetTopology(const Topology* topology) { topology_ = topology; }
+  // The GPU directory and host signals a straggler's non-fabric cause is looked up in (either may
+  // be null); they must outlive the correlator.
+  void SetCauseContext(const GpuDirectory* gpus, const HostSignals* host,
+                       const GpuDetector* detector = nullptr) {
+    gpus_ = gpus;
+    host_ = host;
+    detector_ = detector;
+  }
 
   // Learns rank → node from one record (the job's global rank when known, else the communicator
   // rank, as the straggler detector names it).
@@ -64,7 +75,8 @@ class Correlator {
   // Forgets ranks not seen since `now - rank_ttl`.
   void Expire(absl::Time now);
 
-  // The causes of a straggler or job_slowdown among `fabric` (other kinds are skipped). A fabric
+  // The causes of a straggler or job_slowdown among `fabric` (fabric kinds first; the GPU kinds
+  // in it are a straggler's next candidates, other kinds are skipped). A fabric
   // incident `remote_shard` maps to a shard name is another shard's (RemoteIncidents): its link
   // names that shard and carries no local id.
   std::vector<CauseLink> CausesOf(
@@ -85,14 +97,23 @@ class Correlator {
   std::string Describe(const Incident& incident) const;
 
   std::string NodeOf(const std::string& job, int64_t rank) const;
+  // Where a rank runs: node, GPU bus id and cgroup from its latest collective record.
+  RankPlacement PlacementOf(const std::string& job, int64_t rank) const;
   std::vector<std::string> NodesOf(const std::string& job) const;
   size_t ranks() const { return ranks_; }
+
+  // Keeps `current` when `fresh` names the same causes (kinds, incidents, entities): the numbers
+  // in a cause's evidence are as when it was chosen, so a straggler's causes are not rewritten (and
+  // re-alerted) at every flush because a share moved.
+  static void KeepSameChoice(const std::vector<CauseLink>& current, std::vector<CauseLink>& fresh);
 
  private:
   struct Rank {
     std::string node;
     absl::Time seen;
     std::string pod;  // "namespace/pod", when its plugin knew it
+    std::string gpu_pci_bus_id;
+    std::string cgroup;
   };
   using JobRank = std::pair<std::string, int64_t>;
   std::set<std::string> LeavesOf(const Incident& fabric) const;
@@ -107,6 +128,9 @@ class Correlator {
 
   const Topology* topology_;
   CorrelatorOptions options_;
+  const GpuDirectory* gpus_ = nullptr;
+  const HostSignals* host_ = nullptr;
+  const GpuDetector* detector_ = nullptr;
   absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, Rank>> jobs_;
   absl::flat_hash_map<std::string, std::set<JobRank>> by_node_;
   absl::flat_hash_map<std::string, std::set<std::string>> by_short_node_;  // short → full names

@@ -8,13 +8,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 
 namespace ringside::analysis {
 namespace {
 
-using Field = std::variant<absl::Duration*, double*, int*, bool*, size_t*>;
+using Field = std::variant<absl::Duration*, double*, int*, bool*, size_t*, std::vector<int>*>;
 
 struct Entry {
   const char* name;
@@ -124,6 +125,45 @@ const std::vector<Entry>& Table() {
       RS_OPT("incidents.unconfirmed_timeout", incidents.unconfirmed_timeout,
              "a restored incident nobody re-asserts resolves after this"),
       RS_OPT("incidents.keep_resolved", incidents.keep_resolved, "resolved incidents kept in memory"),
+      // GPU faults (analysis/gpu_detector.h).
+      RS_OPT("gpu.window", gpu.window, "window over which a GPU's throttled share is judged"),
+      RS_OPT("gpu.throttle_share", gpu.throttle_share,
+             "HW slowdown, HW thermal or power-brake share of the window → gpu_throttled (critical)"),
+      RS_OPT("gpu.sw_thermal_share", gpu.sw_thermal_share,
+             "SW thermal slowdown share of the window → gpu_throttled (warning)"),
+      RS_OPT("gpu.resolve_share", gpu.resolve_share,
+             "gpu_throttled resolves when every reason is below this share"),
+      RS_OPT("gpu.min_samples", gpu.min_samples,
+             "clock-event-reason samples in the window before a reason bit is judged"),
+      RS_OPT("gpu.power_cap_share", gpu.power_cap_share,
+             "power-capped share from which a GPU slower than its peers is blamed"),
+      RS_OPT("gpu.power_cap_clock_deficit", gpu.power_cap_clock_deficit,
+             "... when its SM clock/max is this fraction below its busy peers' median"),
+      RS_OPT("gpu.power_cap_min_peers", gpu.power_cap_min_peers,
+             "busy peer GPUs needed for the power-cap comparison"),
+      RS_OPT("gpu.busy_utilization", gpu.busy_utilization,
+             "utilization (%) from which a GPU is busy (PCIe and power cap are judged only then)"),
+      RS_OPT("gpu.pcie_min_duration", gpu.pcie_min_duration,
+             "PCIe below its max generation or width while busy this long → gpu_pcie_degraded"),
+      RS_OPT("gpu.pcie_replay_per_min", gpu.pcie_replay_per_min,
+             "PCIe replays per minute over the window → gpu_pcie_degraded (0 off)"),
+      RS_OPT("gpu.xids", gpu.xids, "XIDs that raise gpu_xid (list: 79;119 or 79 119)"),
+      RS_OPT("gpu.critical_xids", gpu.critical_xids, "XIDs whose gpu_xid is critical"),
+      RS_OPT("gpu.xid_hold", gpu.xid_hold, "gpu_xid resolves after this without another XID"),
+      RS_OPT("gpu.memory_hold", gpu.memory_hold,
+             "gpu_memory_error resolves after this without an uncorrectable error"),
+      RS_OPT("gpu.stale_after", gpu.stale_after,
+             "a GPU not sampled this long: its gpu_throttled and gpu_pcie_degraded resolve"),
+      // Host evidence of a straggler's cause (analysis/host_signals.h).
+      RS_OPT("host.window", host.window, "window of the host pressure and cgroup throttling shares"),
+      RS_OPT("host.cpu_pressure_share", host.cpu_pressure_share,
+             "CPU pressure (some) share of the window that is a straggler's host cause"),
+      RS_OPT("host.memory_pressure_share", host.memory_pressure_share,
+             "memory pressure (some) share that is a straggler's host cause"),
+      RS_OPT("host.io_pressure_share", host.io_pressure_share,
+             "IO pressure (some) share that is a straggler's host cause"),
+      RS_OPT("host.cgroup_throttled_share", host.cgroup_throttled_share,
+             "share of the rank's cgroup CFS periods throttled that is its host cause"),
   };
   return *table;
 }
@@ -170,6 +210,18 @@ struct Setter {
     *b = v;
     return absl::OkStatus();
   }
+  absl::Status operator()(std::vector<int>* l) const {
+    std::vector<int> v;
+    for (absl::string_view item : absl::StrSplit(value, absl::ByAnyChar("; \t"), absl::SkipEmpty())) {
+      int x;
+      if (!absl::SimpleAtoi(item, &x) || x < 0) {
+        return Bad(name, value, "a list of integers ≥ 0 (79;119 or \"79 119\")");
+      }
+      v.push_back(x);
+    }
+    *l = std::move(v);
+    return absl::OkStatus();
+  }
 };
 
 struct Printer {
@@ -178,6 +230,7 @@ struct Printer {
   std::string operator()(int* i) const { return absl::StrCat(*i); }
   std::string operator()(size_t* i) const { return absl::StrCat(*i); }
   std::string operator()(bool* b) const { return *b ? "true" : "false"; }
+  std::string operator()(std::vector<int>* l) const { return absl::StrJoin(*l, ";"); }
 };
 
 struct Typer {
@@ -186,6 +239,7 @@ struct Typer {
   const char* operator()(int*) const { return "integer"; }
   const char* operator()(size_t*) const { return "integer"; }
   const char* operator()(bool*) const { return "bool"; }
+  const char* operator()(std::vector<int>*) const { return "list"; }
 };
 
 }  // namespace

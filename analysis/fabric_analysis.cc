@@ -10,6 +10,8 @@ SeriesRoute RouteOf(absl::string_view source, absl::string_view counter) {
   if (LinkDetector::Uses(source, counter)) return SeriesRoute::kLink;
   if (PauseStormDetector::Uses(source, counter)) return SeriesRoute::kPauseStorm;
   if (CongestionDetector::Uses(source, counter)) return SeriesRoute::kCongestion;
+  if (GpuDetector::Uses(source, counter)) return SeriesRoute::kGpu;
+  if (HostSignals::Uses(source, counter)) return SeriesRoute::kHost;
   return SeriesRoute::kNone;
 }
 
@@ -20,17 +22,22 @@ FabricAnalysis::FabricAnalysis(FabricAnalysisOptions options, IncidentStore* sto
       pause_storms_(options.pause_storm, topology, &ports_),
       congestion_(options.congestion, &ports_),
       stragglers_(options.straggler),
+      gpus_(options.gpu, &gpu_directory_),
+      host_(options.host),
       correlator_(topology, options.correlator),
       incidents_(store, options.incidents),
       // A resolved remote incident may still explain a straggler seen within the window after.
-      remote_(2 * options.correlator.window) {}
+      remote_(2 * options.correlator.window) {
+  correlator_.SetCauseContext(&gpu_directory_, &host_, &gpus_);
+}
 
 absl::Status FabricAnalysis::Start(absl::Time now) {
   absl::Status s = incidents_.Load(now);
   if (!s.ok()) return s;
   for (const Incident* inc : incidents_.Open()) {
     const Finding f = inc->AsFinding();
-    if (links_.Restore(f) || pause_storms_.Restore(f) || congestion_.Restore(f)) {
+    if (links_.Restore(f) || pause_storms_.Restore(f) || congestion_.Restore(f) ||
+        gpus_.Restore(f)) {
       incidents_.Confirm(inc->id);
     }
   }
@@ -62,8 +69,10 @@ SeriesBinding FabricAnalysis::Bind(absl::string_view source, absl::string_view d
     case SeriesRoute::kCongestion:
       b.prepared = CongestionDetector::Prepare(source, counter, priority);
       break;
+    case SeriesRoute::kGpu:
+    case SeriesRoute::kHost:
     case SeriesRoute::kNone:
-      return b;
+      return b;  // no port numbers: these detectors key by node and device themselves
   }
   // Numbered by class rather than source, so a port's PMA counters and its state (or a netdev's
   // statistics and its ethtool counters) share a number: same number, same canonical port.
@@ -94,14 +103,32 @@ void FabricAnalysis::OnCounter(const CounterStep& step, SeriesRoute route) {
     case SeriesRoute::kCongestion:
       congestion_.ObserveCounter(step, findings_);
       break;
+    case SeriesRoute::kGpu:
+      gpus_.ObserveCounter(step, findings_);
+      break;
+    case SeriesRoute::kHost:
+      host_.ObserveCounter(step);
+      break;
     case SeriesRoute::kNone:
       break;
   }
 }
 
-void FabricAnalysis::OnState(const StateSample& sample) { links_.ObserveState(sample, findings_); }
+void FabricAnalysis::OnState(const StateSample& sample) {
+  if (sample.source == "gpu") {
+    gpus_.ObserveState(sample, findings_);
+    return;
+  }
+  links_.ObserveState(sample, findings_);
+}
 
-void FabricAnalysis::OnEvent(const LinkEvent& event) { links_.ObserveEvent(event, findings_); }
+void FabricAnalysis::OnEvent(const LinkEvent& event) {
+  if (GpuDetector::UsesEvent(event.source)) {
+    gpus_.ObserveXid(event.node, event.device, event.time, event.detail, findings_);
+    return;
+  }
+  links_.ObserveEvent(event, findings_);
+}
 
 void FabricAnalysis::OnCollective(const CollectiveObservation& obs) {
   correlator_.ObserveCollective(obs);
@@ -112,6 +139,8 @@ absl::Status FabricAnalysis::Flush(absl::Time now, std::vector<IncidentChange>* 
   links_.Advance(now, findings_);
   pause_storms_.Advance(now, findings_);
   congestion_.Advance(now, findings_);
+  gpus_.Advance(now, findings_);
+  host_.Expire(now - std::max(absl::Minutes(10), 2 * options_.host.window));
   stragglers_.Expire(now);
   correlator_.Expire(now);
   remote_.Expire(now);
@@ -144,9 +173,9 @@ absl::Status FabricAnalysis::CorrelateChanged(const std::vector<IncidentChange>&
   std::set<uint64_t> faults, symptoms;
   bool fabric_changed = false, symptom_changed = false;
   for (const IncidentChange& c : changed) {
-    if (IsFabricKind(c.incident.kind)) {
-      fabric_changed = true;
-      if (c.incident.open()) faults.insert(c.incident.id);
+    if (IsFabricKind(c.incident.kind) || IsGpuKind(c.incident.kind)) {
+      fabric_changed = true;  // a candidate cause came or went
+      if (c.incident.open() && IsFabricKind(c.incident.kind)) faults.insert(c.incident.id);
     } else {
       symptom_changed = true;
       if (c.incident.open()) symptoms.insert(c.incident.id);
@@ -154,7 +183,9 @@ absl::Status FabricAnalysis::CorrelateChanged(const std::vector<IncidentChange>&
   }
   std::vector<const Incident*> fabric;
   for (const Incident* inc : incidents_.Open()) {
-    if (IsFabricKind(inc->kind)) {
+    if (IsGpuKind(inc->kind)) {
+      fabric.push_back(inc);  // candidate cause of a straggler on its GPU
+    } else if (IsFabricKind(inc->kind)) {
       fabric.push_back(inc);
       // A straggler or slowdown that came names ranks: the faults' blast radius, as of it.
       if (symptom_changed) faults.insert(inc->id);
@@ -164,7 +195,7 @@ absl::Status FabricAnalysis::CorrelateChanged(const std::vector<IncidentChange>&
   }
   if (symptoms.empty() && faults.empty()) return absl::OkStatus();
   for (const Incident* inc : incidents_.RecentlyResolved()) {
-    if (IsFabricKind(inc->kind)) fabric.push_back(inc);
+    if (IsFabricKind(inc->kind) || IsGpuKind(inc->kind)) fabric.push_back(inc);
   }
   // Other shards' fabric incidents are causes here too, and their stragglers name our faults'
   // jobs (as Correlator::Correlate does with them: the two paths must agree, or every flush
@@ -178,8 +209,10 @@ absl::Status FabricAnalysis::CorrelateChanged(const std::vector<IncidentChange>&
   std::vector<std::pair<uint64_t, std::vector<CauseLink>>> causes;
   for (uint64_t id : symptoms) {
     if (const Incident* s = incidents_.Get(id); s != nullptr && s->open()) {
-      causes.emplace_back(
-          id, correlator_.CausesOf(*s, fabric, remote_shard.empty() ? nullptr : &remote_shard));
+      std::vector<CauseLink> c =
+          correlator_.CausesOf(*s, fabric, remote_shard.empty() ? nullptr : &remote_shard);
+      Correlator::KeepSameChoice(s->causes, c);
+      causes.emplace_back(id, std::move(c));
     }
   }
   std::vector<std::pair<uint64_t, std::vector<AffectedJob>>> radius;

@@ -4,6 +4,7 @@
 //   FabricAnalysis a(options, store, topology);   // store: SqliteIncidentStore under --state-dir
 //   a.Start(now);                                 // open incidents back, detectors take them over
 //   a.MapNetdev(node, "eth2", "mlx5_2", "1");     // from the agent's netdev info records
+//   a.MapGpu(node, "3", "00000000:19:00.0");      // from the agent's gpu info records
 //   per SampleBatch:  a.OnCounter(step) / a.OnState(sample) for each series (RouteOf once per
 //                     SeriesDef tells which series matter; the others can be skipped)
 //   per LinkEvents:   a.OnEvent(event)
@@ -34,6 +35,8 @@
 #include "analysis/correlator.h"
 #include "analysis/fabric_inputs.h"
 #include "analysis/fabric_views.h"
+#include "analysis/gpu_detector.h"
+#include "analysis/host_signals.h"
 #include "analysis/incidents.h"
 #include "analysis/link_detector.h"
 #include "analysis/pause_storm_detector.h"
@@ -50,10 +53,12 @@ struct FabricAnalysisOptions {
   StragglerOptions straggler;
   CorrelatorOptions correlator;
   IncidentOptions incidents;
+  GpuOptions gpu;
+  HostOptions host;
 };
 
 // Which detector a series feeds (decide once per series definition).
-enum class SeriesRoute { kNone, kLink, kPauseStorm, kCongestion };
+enum class SeriesRoute { kNone, kLink, kPauseStorm, kCongestion, kGpu, kHost };
 SeriesRoute RouteOf(absl::string_view source, absl::string_view counter);
 
 // Everything about a series the detectors can decide from its definition alone: which detector it
@@ -84,6 +89,12 @@ class FabricAnalysis {
   void SetTopology(const Topology* topology);
   void MapNetdev(absl::string_view node, absl::string_view netdev, absl::string_view device,
                  absl::string_view port);
+  // NVML index → PCI bus id (any spelling) of a node's GPU: the gpu info record's pci_bus_id.
+  void MapGpu(absl::string_view node, absl::string_view index, absl::string_view pci_bus_id) {
+    gpu_directory_.Map(node, index, pci_bus_id);
+  }
+  const GpuDirectory& gpu_directory() const { return gpu_directory_; }
+  const HostSignals& host_signals() const { return host_; }
 
   // Binds a series once (see SeriesBinding).
   SeriesBinding Bind(absl::string_view source, absl::string_view device, absl::string_view port,
@@ -125,6 +136,9 @@ class FabricAnalysis {
   PauseStormDetector pause_storms_;
   CongestionDetector congestion_;
   StragglerDetector stragglers_;
+  GpuDirectory gpu_directory_;
+  GpuDetector gpus_;
+  HostSignals host_;
   Correlator correlator_;
   IncidentManager incidents_;
   RemoteIncidents remote_;

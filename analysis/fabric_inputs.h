@@ -92,12 +92,14 @@ absl::string_view LinkStateName(LinkState s);
 // A link transition reported by an event source, stamped when it was observed.
 struct LinkEvent {
   absl::string_view node;
-  absl::string_view source;  // netlink (device = netdev), verbs, ibmad, sysfs
+  absl::string_view source;  // netlink (device = netdev), verbs, ibmad, sysfs; nvml_xid (device =
+                             // the NVML index: an XID, analysis/gpu_detector.h)
   absl::string_view device;
   absl::string_view port;
   absl::Time time;
   LinkState from = LinkState::kUnknown;
   LinkState to = LinkState::kUnknown;
+  absl::string_view detail;  // the event's text: "XID 79" for source nvml_xid
 };
 
 // What kind of port a series or event is about, once netdevs are resolved.

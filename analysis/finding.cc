@@ -20,6 +20,14 @@ absl::string_view IncidentKindName(IncidentKind kind) {
       return "straggler";
     case IncidentKind::kJobSlowdown:
       return "job_slowdown";
+    case IncidentKind::kGpuThrottled:
+      return "gpu_throttled";
+    case IncidentKind::kGpuXid:
+      return "gpu_xid";
+    case IncidentKind::kGpuMemoryError:
+      return "gpu_memory_error";
+    case IncidentKind::kGpuPcieDegraded:
+      return "gpu_pcie_degraded";
   }
   return "unknown";
 }

@@ -20,7 +20,14 @@ enum class IncidentKind {
   kCongestion,
   kStraggler,
   kJobSlowdown,
+  // GPU faults that hurt a job (analysis/gpu_detector.h); entity node, gpu, pci_bus_id.
+  kGpuThrottled,     // HW slowdown, HW/SW thermal, power brake; a power cap slower than peers
+  kGpuXid,           // a serious XID
+  kGpuMemoryError,   // uncorrectable ECC, row-remap failure
+  kGpuPcieDegraded,  // PCIe link below its generation or width while busy; replays
 };
+// The last kind (for tables indexed by kind).
+inline constexpr IncidentKind kLastIncidentKind = IncidentKind::kGpuPcieDegraded;
 
 absl::string_view IncidentKindName(IncidentKind kind);
 

@@ -16,7 +16,8 @@ std::optional<IncidentKind> ParseIncidentKind(absl::string_view name) {
   for (IncidentKind k :
        {IncidentKind::kLinkFlapping, IncidentKind::kLinkDown, IncidentKind::kLinkDegraded,
         IncidentKind::kPauseStorm, IncidentKind::kCongestion, IncidentKind::kStraggler,
-        IncidentKind::kJobSlowdown}) {
+        IncidentKind::kJobSlowdown, IncidentKind::kGpuThrottled, IncidentKind::kGpuXid,
+        IncidentKind::kGpuMemoryError, IncidentKind::kGpuPcieDegraded}) {
     if (IncidentKindName(k) == name) return k;
   }
   return std::nullopt;
@@ -30,7 +31,13 @@ std::optional<Severity> ParseSeverity(absl::string_view name) {
 }
 
 bool IsFabricKind(IncidentKind kind) {
-  return kind != IncidentKind::kStraggler && kind != IncidentKind::kJobSlowdown;
+  return kind != IncidentKind::kStraggler && kind != IncidentKind::kJobSlowdown &&
+         !IsGpuKind(kind);
+}
+
+bool IsGpuKind(IncidentKind kind) {
+  return kind == IncidentKind::kGpuThrottled || kind == IncidentKind::kGpuXid ||
+         kind == IncidentKind::kGpuMemoryError || kind == IncidentKind::kGpuPcieDegraded;
 }
 
 absl::string_view IncidentChangeTypeName(IncidentChangeType t) {
@@ -142,6 +149,7 @@ std::string CausesJson(const std::vector<CauseLink>& causes) {
     // Only when set: causes recorded before keys existed keep their JSON.
     if (!c.key.empty()) absl::StrAppend(&out, ",\"key\":", JsonQuote(c.key));
     if (!c.shard.empty()) absl::StrAppend(&out, ",\"shard\":", JsonQuote(c.shard));
+    if (!c.evidence.empty()) absl::StrAppend(&out, ",\"evidence\":", EvidenceJson(c.evidence));
     out += "}";
   }
   return out + "]";

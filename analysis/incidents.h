@@ -40,7 +40,8 @@ class IncidentStore;
 // A cause of an incident: another incident (a fabric incident behind a straggler), or none found.
 struct CauseLink {
   uint64_t incident_id = 0;  // 0: no incident (kind "host")
-  std::string kind;          // "pause_storm", "link_flapping", ... or "host"
+  std::string kind;          // "pause_storm", "gpu_throttled", ..., "cpu_pressure",
+                             // "cgroup_cpu_throttled" or "host"
   std::string scope;         // how it relates: "node", "leaf", or "host"
   std::map<std::string, std::string> entity;
   std::string summary;  // "pause_storm on node-17 mlx5_3 prio 3"
@@ -50,6 +51,9 @@ struct CauseLink {
   // The shard whose aggregators raised the cause, when it is not this one (cross-shard
   // attribution, remote_incidents.h); then incident_id is 0: ids are each aggregator's own.
   std::string shard;
+  // What was checked to choose it (a GPU or host cause, or "host" with every signal found clean):
+  // "cgroup_throttled_share", "cpu_pressure_some_share", "gpu_incidents", ... as apply.
+  std::map<std::string, double> evidence;
   bool operator==(const CauseLink&) const = default;
 };
 
@@ -100,6 +104,7 @@ std::string StableIncidentKey(const Incident& incident);
 std::optional<IncidentKind> ParseIncidentKind(absl::string_view name);
 std::optional<Severity> ParseSeverity(absl::string_view name);
 bool IsFabricKind(IncidentKind kind);  // link_*, pause_storm, congestion
+bool IsGpuKind(IncidentKind kind);     // gpu_* (analysis/gpu_detector.h)
 
 // JSON (the store's columns, the CLI's -o json): objects with sorted keys; times RFC 3339 (UTC).
 std::string JsonQuote(absl::string_view s);

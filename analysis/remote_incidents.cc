@@ -27,7 +27,7 @@ void SortUnique(std::vector<T>& v) {
 }  // namespace
 
 bool RemoteIncidents::Keep(const Incident& incident) const {
-  if (IsFabricKind(incident.kind)) return true;
+  if (IsFabricKind(incident.kind) || IsGpuKind(incident.kind)) return true;
   if (!IsSymptom(incident.kind)) return false;
   for (const CauseLink& c : incident.causes) {
     if (!c.key.empty()) return true;
@@ -88,7 +88,7 @@ std::vector<const RemoteIncidents::Entry*> RemoteIncidents::Fabric() const {
   std::vector<const Entry*> out;
   for (const auto& [shard, entries] : shards_) {
     for (const auto& [key, e] : entries) {
-      if (IsFabricKind(e.incident.kind)) out.push_back(&e);
+      if (IsFabricKind(e.incident.kind) || IsGpuKind(e.incident.kind)) out.push_back(&e);
     }
   }
   // Deterministic order (the maps are unordered): replicas must compute the same causes.

@@ -45,7 +45,7 @@ class RemoteIncidents {
     Incident incident;
   };
   // The remote fabric incidents, every shard.
-  std::vector<const Entry*> Fabric() const;
+  std::vector<const Entry*> Fabric() const;  // fabric and GPU kinds: candidate causes
   // The jobs (ranks, nodes) behind the incident with stable key `key`, by other shards' open (or
   // recently resolved) stragglers and job slowdowns that name it as a cause. Sorted by job.
   std::vector<AffectedJob> AffectedBy(const std::string& key) const;

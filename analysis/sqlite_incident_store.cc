@@ -141,7 +141,7 @@ absl::StatusOr<std::vector<CauseLink>> DecodeCauses(sqlite3* db, const std::stri
          "SELECT json_extract(value, '$.incident_id'), json_extract(value, '$.kind'), "
          "json_extract(value, '$.scope'), json_extract(value, '$.entity'), "
          "json_extract(value, '$.summary'), json_extract(value, '$.key'), "
-         "json_extract(value, '$.shard') FROM json_each(?1)");
+         "json_extract(value, '$.shard'), json_extract(value, '$.evidence') FROM json_each(?1)");
   if (absl::Status s = q.status("prepare"); !s.ok()) return s;
   q.Text(1, json);
   std::vector<CauseLink> out;
@@ -157,6 +157,11 @@ absl::StatusOr<std::vector<CauseLink>> DecodeCauses(sqlite3* db, const std::stri
     c.summary = ColumnText(q.get(), 4);
     c.key = ColumnText(q.get(), 5);  // NULL (absent) reads as ""
     c.shard = ColumnText(q.get(), 6);
+    if (std::string ev = ColumnText(q.get(), 7); !ev.empty()) {
+      absl::StatusOr<std::map<std::string, double>> decoded = DecodeEvidence(db, ev);
+      if (!decoded.ok()) return decoded.status();
+      c.evidence = *std::move(decoded);
+    }
     out.push_back(std::move(c));
   }
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, "decode causes");

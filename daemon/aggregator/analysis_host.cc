@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/pci_bus_id.h"
 #include "analysis/sqlite_incident_store.h"
 #include "daemon/aggregator/peer_incidents.h"
 #include "daemon/common/steady_time.h"
@@ -256,6 +257,8 @@ void AnalysisHost::OnCollectives(absl::string_view node, uint64_t, uint64_t, abs
     o.cuda_device = r.has_cuda_device() ? r.cuda_device() : -1;
     o.clock_synchronized = r.clock_synchronized();
     o.peer = r.has_peer() ? r.peer() : -1;
+    o.gpu_pci_bus_id = analysis::NormalizePciBusId(r.gpu_pci_bus_id());
+    o.cgroup = r.cgroup();
     analysis_->OnCollective(o);
   }
   if (analysis_->pending_findings() > 0) ApplyPending();
@@ -267,7 +270,7 @@ void AnalysisHost::OnLinkEvents(absl::string_view node, uint64_t, uint64_t, absl
   for (const v1::LinkEvent& e : events.events()) {
     analysis::LinkEvent ev{node, e.source(), e.device(), e.port(),
                            absl::FromUnixNanos(e.time_unix_nanos()), StateOf(e.from()),
-                           StateOf(e.to())};
+                           StateOf(e.to()), e.detail()};
     analysis_->OnEvent(ev);
   }
   if (analysis_->pending_findings() > 0) ApplyPending();
@@ -276,6 +279,12 @@ void AnalysisHost::OnLinkEvents(absl::string_view node, uint64_t, uint64_t, absl
 void AnalysisHost::OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {
   absl::MutexLock lock(&mu_);
   for (const v1::InfoRecord& r : defs.info()) {
+    if (r.source() == "gpu") {
+      if (auto bus = r.labels().find("pci_bus_id"); bus != r.labels().end()) {
+        analysis_->MapGpu(node, r.device(), bus->second);
+      }
+      continue;
+    }
     if (r.source() != "netdev") continue;
     auto dev = r.labels().find("rdma_device");
     auto port = r.labels().find("rdma_port");

@@ -18,7 +18,7 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-constexpr int kKinds = static_cast<int>(analysis::IncidentKind::kJobSlowdown) + 1;
+constexpr int kKinds = static_cast<int>(analysis::kLastIncidentKind) + 1;
 constexpr int kSeverities = static_cast<int>(analysis::Severity::kCritical) + 1;
 constexpr int kChangeTypes = 3;  // opened, updated, resolved
 
@@ -72,7 +72,8 @@ const std::vector<AnalysisMetricSpec>& AnalysisMetricCatalog() {
   static const auto* catalog = new std::vector<AnalysisMetricSpec>{
       {"ringside_incidents_open", MetricType::Gauge, "kind, severity",
        "Incidents open now, by kind (link_flapping, link_down, link_degraded, pause_storm, "
-       "congestion, straggler, job_slowdown) and severity (info, warning, critical); every pair "
+       "congestion, straggler, job_slowdown, gpu_throttled, gpu_xid, gpu_memory_error, "
+       "gpu_pcie_degraded) and severity (info, warning, critical); every pair "
        "is exported, 0 included."},
       {"ringside_incident_changes_total", MetricType::Counter, "kind, type",
        "Incident changes since the aggregator started, by kind and type (opened, updated, "

@@ -18,7 +18,9 @@ constexpr analysis::IncidentKind kKinds[] = {
     analysis::IncidentKind::kLinkDown,     analysis::IncidentKind::kLinkFlapping,
     analysis::IncidentKind::kLinkDegraded, analysis::IncidentKind::kPauseStorm,
     analysis::IncidentKind::kCongestion,   analysis::IncidentKind::kStraggler,
-    analysis::IncidentKind::kJobSlowdown,
+    analysis::IncidentKind::kJobSlowdown,  analysis::IncidentKind::kGpuThrottled,
+    analysis::IncidentKind::kGpuXid,       analysis::IncidentKind::kGpuMemoryError,
+    analysis::IncidentKind::kGpuPcieDegraded,
 };
 
 size_t EffectiveLimit(size_t limit) {

@@ -41,6 +41,7 @@ void ToProto(const analysis::Incident& in, v1::Incident* out) {
     pc->set_summary(c.summary);
     pc->set_key(c.key);
     pc->set_shard(c.shard);
+    for (const auto& [k, v] : c.evidence) (*pc->mutable_evidence())[k] = v;
   }
   for (const analysis::AffectedJob& j : in.affected) {
     v1::AffectedJob* pj = out->add_affected();
@@ -87,6 +88,7 @@ absl::StatusOr<analysis::Incident> FromProto(const v1::Incident& in) {
     cl.summary = c.summary();
     cl.key = c.key();
     cl.shard = c.shard();
+    cl.evidence.insert(c.evidence().begin(), c.evidence().end());
     out.causes.push_back(std::move(cl));
   }
   for (const v1::AffectedJob& j : in.affected()) {

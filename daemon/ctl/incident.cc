@@ -107,6 +107,15 @@ void WriteText(const v1::Incident& i, const std::vector<CausePath>& chains, absl
       out << "  " << (c.scope().empty() ? "" : c.scope() + ": ") << StepText(s);
       if (!c.summary().empty()) out << " — " << c.summary();
       out << "\n";
+      if (!c.evidence().empty()) {
+        // What was checked to choose it: a GPU's or the host's numbers, or for "host" what was
+        // found clean.
+        std::map<std::string, double> sorted(c.evidence().begin(), c.evidence().end());
+        std::vector<std::string> parts;
+        for (const auto& [k, v] : sorted) parts.push_back(absl::StrFormat("%s=%.4g", k, v));
+        out << "      " << (c.kind() == "host" ? "checked: " : "evidence: ")
+            << absl::StrJoin(parts, " ") << "\n";
+      }
     }
     out << "\nCause chain:\n";
     for (const CausePath& p : chains) out << "  " << ChainText(i, p) << "\n";

@@ -13,7 +13,7 @@ namespace {
 
 const char* const kKnownKeys[] = {"job",    "rank", "comm", "node",     "device", "port",
                                   "netdev", "gpu",  "link", "priority", "source", "pod",
-                                  "namespace", "cuda_device"};
+                                  "namespace", "cuda_device", "pci_bus_id", "cgroup"};
 
 bool Known(const std::string& key) {
   return std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) != std::end(kKnownKeys);
@@ -59,7 +59,14 @@ std::string EntityText(const EntityMap& entity) {
   if (std::string d = Get(entity, "device"); !d.empty()) parts.push_back(d);
   if (std::string p = Get(entity, "port"); !p.empty()) parts.push_back(absl::StrCat("port ", p));
   if (std::string n = Get(entity, "netdev"); !n.empty()) parts.push_back(n);
-  if (std::string g = Get(entity, "gpu"); !g.empty()) parts.push_back(absl::StrCat("gpu ", g));
+  if (std::string g = Get(entity, "gpu"); !g.empty()) {
+    // A GPU incident's GPU: its NVML index and PCI bus id.
+    const std::string bus = Get(entity, "pci_bus_id");
+    parts.push_back(bus.empty() ? absl::StrCat("gpu ", g) : absl::StrCat("gpu ", g, " (", bus, ")"));
+  } else if (std::string bus = Get(entity, "pci_bus_id"); !bus.empty()) {
+    parts.push_back(absl::StrCat("gpu ", bus));
+  }
+  if (std::string c = Get(entity, "cgroup"); !c.empty()) parts.push_back(absl::StrCat("cgroup ", c));
   if (std::string l = Get(entity, "link"); !l.empty()) parts.push_back(absl::StrCat("link ", l));
   if (std::string p = Get(entity, "priority"); !p.empty()) {
     parts.push_back(absl::StrCat("prio ", p));

@@ -22,7 +22,7 @@ const std::vector<FlagSpec>& Specs() {
       {"open", "", false, "", "only incidents open now", ""},
       {"kind", "", true, "KIND",
        "only this kind: link_down, link_flapping, link_degraded, pause_storm, congestion, "
-       "straggler, job_slowdown",
+       "straggler, job_slowdown, gpu_throttled, gpu_xid, gpu_memory_error, gpu_pcie_degraded",
        ""},
       {"node", "", true, "NODE", "only incidents on this node", ""},
       {"job", "", true, "JOB", "only incidents of this job, or that affect it", ""},

@@ -1,6 +1,8 @@
 #include "daemon/ctl/query_json.h"
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "daemon/ctl/relative_time.h"
 
@@ -43,7 +45,9 @@ json CauseLinkJson(const v1::CauseLink& c) {
               {"entity", StringMap(c.entity())},
               {"summary", c.summary()},
               {"key", c.key().empty() ? json(nullptr) : json(c.key())},
-              {"shard", c.shard().empty() ? json(nullptr) : json(c.shard())}};
+              {"shard", c.shard().empty() ? json(nullptr) : json(c.shard())},
+              // What was checked to choose it (GPU or host numbers; for "host", what was clean).
+              {"evidence", std::map<std::string, double>(c.evidence().begin(), c.evidence().end())}};
 }
 
 json IncidentJson(const v1::Incident& i) {

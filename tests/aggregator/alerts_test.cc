@@ -157,6 +157,36 @@ TEST(AlertsFormatTest, PostableAlertShape) {
             std::string(kDefaultRunbookBaseUrl) + "#link_flapping");
 }
 
+// A GPU incident pages with its GPU's node, index and bus id; a straggler's cause evidence (what
+// was checked) rides along as an annotation.
+TEST(AlertsFormatTest, GpuIncidentAndCauseEvidence) {
+  Incident gpu;
+  gpu.id = 4;
+  gpu.kind = analysis::IncidentKind::kGpuXid;
+  gpu.severity = analysis::Severity::kCritical;
+  gpu.entity = {{"node", "node-05"}, {"gpu", "3"}, {"pci_bus_id", "0000:1a:00.0"}};
+  gpu.opened = gpu.updated = absl::FromUnixSeconds(1'800'000'000);
+  gpu.summary = "XID 79 on GPU 3 (0000:1a:00.0) on node-05";
+  const std::map<std::string, std::string> l = AlertLabels(gpu);
+  EXPECT_EQ(l.at("alertname"), "RingsideGpuXid");
+  EXPECT_EQ(l.at("gpu"), "3");
+  EXPECT_EQ(l.at("pci_bus_id"), "0000:1a:00.0");
+  EXPECT_EQ(l.at("severity"), "critical");
+  Incident straggler = gpu;
+  straggler.kind = analysis::IncidentKind::kStraggler;
+  straggler.entity = {{"job", "j"}, {"rank", "17"}, {"node", "node-05"}};
+  analysis::CauseLink host;
+  host.kind = "host";
+  host.summary = "no fabric incident on node-05 or its leaf switch in the same window";
+  host.evidence = {{"gpu_incidents", 0}, {"cgroup_throttled_share", 0.02}};
+  straggler.causes.push_back(host);
+  auto a = nlohmann::json::parse(PostableAlertJson(straggler, "https://x/runbook.md"));
+  EXPECT_EQ(a["annotations"]["cause_evidence"], "cgroup_throttled_share=0.02 gpu_incidents=0");
+  EXPECT_EQ(AlertName(analysis::IncidentKind::kGpuThrottled), "RingsideGpuThrottled");
+  EXPECT_EQ(AlertName(analysis::IncidentKind::kGpuMemoryError), "RingsideGpuMemoryError");
+  EXPECT_EQ(AlertName(analysis::IncidentKind::kGpuPcieDegraded), "RingsideGpuPcieDegraded");
+}
+
 TEST(AlertsFormatTest, WebhookBodyShape) {
   Incident inc = Flapping(7, 3);
   auto body = nlohmann::json::parse(WebhookBody(inc, IncidentChangeType::kUpdated));

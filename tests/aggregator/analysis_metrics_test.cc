@@ -303,7 +303,7 @@ TEST_F(AnalysisMetricsHostTest, IncidentsLinkHealthAndStragglers) {
   std::string text;
   testing::PromText p = Render(m, &text);
   // Every kind x severity pair, zeros included; the open link_down counted.
-  EXPECT_EQ(p.Find("ringside_incidents_open").size(), 21u);
+  EXPECT_EQ(p.Find("ringside_incidents_open").size(), 33u);  // 11 kinds x 3 severities
   double link_down = 0;
   for (const auto& s : p.Find("ringside_incidents_open", {{"kind", "link_down"}}))
     link_down += s.value;

@@ -395,7 +395,7 @@ TEST_F(PrometheusDashboardsTest, EveryPanelQueryReturnsSeries) {
   EXPECT_GT(Eventually("sum(ringside_collective_duration_seconds_count{job=\"llm-7b\"})",
                        [](double v) { return v > 100; }),
             100);
-  EXPECT_EQ(Eventually("count(ringside_incidents_open)", [](double v) { return v == 21; }), 21);
+  EXPECT_EQ(Eventually("count(ringside_incidents_open)", [](double v) { return v == 33; }), 33);
   // The aggregator's whole page passes promtool's lint.
   const std::string page = testing::HttpGet(agg_http, "/metrics");
   EXPECT_NE(page.find("ringside_collective_duration_seconds_bucket"), std::string::npos);

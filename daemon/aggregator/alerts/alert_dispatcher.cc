@@ -52,7 +52,8 @@ absl::StatusOr<std::map<analysis::IncidentKind, absl::Duration>> ParseMinFiringF
       return absl::InvalidArgumentError(absl::StrCat(
           "--alert-min-firing-for: \"", item,
           "\" is not kind=duration (kinds: link_down, link_flapping, link_degraded, pause_storm, "
-          "congestion, straggler, job_slowdown; e.g. link_down=60s)"));
+          "congestion, straggler, job_slowdown, gpu_throttled, gpu_xid, gpu_memory_error, "
+          "gpu_pcie_degraded; e.g. link_down=60s)"));
     }
     if (!out.emplace(*kind, d).second) {
       return absl::InvalidArgumentError(

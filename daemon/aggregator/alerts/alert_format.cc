@@ -30,6 +30,14 @@ std::string AlertName(IncidentKind kind) {
       return "RingsideStraggler";
     case IncidentKind::kJobSlowdown:
       return "RingsideJobSlowdown";
+    case IncidentKind::kGpuThrottled:
+      return "RingsideGpuThrottled";
+    case IncidentKind::kGpuXid:
+      return "RingsideGpuXid";
+    case IncidentKind::kGpuMemoryError:
+      return "RingsideGpuMemoryError";
+    case IncidentKind::kGpuPcieDegraded:
+      return "RingsideGpuPcieDegraded";
   }
   return "RingsideIncident";
 }
@@ -37,7 +45,7 @@ std::string AlertName(IncidentKind kind) {
 const std::vector<std::string>& AlertEntityLabels() {
   static const auto* labels = new std::vector<std::string>{
       "node", "device", "port", "netdev", "gpu", "link", "priority", "job", "rank", "comm",
-      "pod",  "namespace", "cuda_device"};
+      "pod",  "namespace", "cuda_device", "pci_bus_id"};
   return *labels;
 }
 
@@ -81,6 +89,11 @@ std::string PostableAlertJson(const Incident& inc, absl::string_view runbook_bas
     causes.push_back(c.summary.empty() ? c.kind : c.summary);
   }
   if (!causes.empty()) annotations["cause"] = absl::StrJoin(causes, "; ");
+  // The first cause's numbers: a GPU's throttled share, a cgroup's throttling, or what was
+  // checked and found clean behind a plain "host".
+  if (!inc.causes.empty() && !inc.causes[0].evidence.empty()) {
+    annotations["cause_evidence"] = CompactEvidence(inc.causes[0].evidence);
+  }
   std::vector<std::string> jobs;
   for (const analysis::AffectedJob& j : inc.affected) {
     jobs.push_back(absl::StrCat(j.job, " (", j.ranks.size(), " ranks)"));

@@ -279,6 +279,28 @@ TEST_F(CauseChainTest, LongChainsAreCutAndFetchesCached) {
   EXPECT_EQ(StepText(paths[0][0]), "host node-a");
 }
 
+// A GPU incident names its GPU by NVML index and bus id; a host cause its cgroup; a cause's
+// evidence (what was checked) reaches -o json.
+TEST(IncidentTextTest, GpuAndHostCauses) {
+  EntityMap gpu;
+  gpu["node"] = "node-05";
+  gpu["gpu"] = "3";
+  gpu["pci_bus_id"] = "0000:1a:00.0";
+  EXPECT_EQ(EntityText(gpu), "node-05 gpu 3 (0000:1a:00.0)");
+  EntityMap cgroup;
+  cgroup["node"] = "node-05";
+  cgroup["cgroup"] = "/kubepods/pod-1";
+  EXPECT_EQ(EntityText(cgroup), "node-05 cgroup /kubepods/pod-1");
+  v1::CauseLink host;
+  host.set_kind("host");
+  (*host.mutable_evidence())["gpu_incidents"] = 0;
+  (*host.mutable_evidence())["cgroup_throttled_share"] = 0.02;
+  nlohmann::json j = CauseLinkJson(host);
+  EXPECT_DOUBLE_EQ(j["evidence"]["cgroup_throttled_share"].get<double>(), 0.02);
+  EXPECT_EQ(j["evidence"]["gpu_incidents"], 0);
+  EXPECT_TRUE(CauseLinkJson(v1::CauseLink())["evidence"].empty());
+}
+
 TEST(ConnectionTest, FlagsAndEnvironment) {
   absl::StatusOr<ParsedArgs> args = ParseArgs({}, ConnectionFlagSpecs());
   ASSERT_TRUE(args.ok());
