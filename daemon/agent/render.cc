@@ -32,6 +32,8 @@ absl::string_view StatusName(ValueStatus s) {
       return "unavailable";
     case ValueStatus::kError:
       return "error";
+    case ValueStatus::kStale:
+      return "stale";
   }
   return "unknown";
 }
@@ -75,7 +77,9 @@ std::string RenderJson(const AgentSnapshot& snap) {
                     ",\"source\":", JsonQuote(def.source), ",\"device\":", JsonQuote(def.device),
                     ",\"port\":", JsonQuote(def.port), ",\"counter\":", JsonQuote(def.counter),
                     ",\"kind\":\"", collectors::KindName(def.kind), "\",\"value\":",
-                    v.status == ValueStatus::kOk ? absl::StrCat(v.raw) : "null",
+                    v.status == ValueStatus::kOk || v.status == ValueStatus::kStale
+                        ? absl::StrCat(v.raw)
+                        : "null",
                     ",\"status\":\"", StatusName(v.status), "\",\"unit\":\"",
                     collectors::UnitName(def.unit), "\",\"width\":", def.width,
                     ",\"saturates\":", def.saturates ? "true" : "false", "}");
@@ -89,7 +93,8 @@ std::string RenderText(const AgentSnapshot& snap) {
   std::string out = absl::StrFormat("%-16s %-10s %-4s %-34s %20s  %-16s %s\n", "SOURCE", "DEVICE",
                                     "PORT", "COUNTER", "VALUE", "UNIT", "WIDTH");
   ForEachSeries(snap, [&](const SeriesDef& def, const Value& v) {
-    std::string value = v.status == ValueStatus::kOk ? absl::StrCat(v.raw)
+    std::string value = v.status == ValueStatus::kOk || v.status == ValueStatus::kStale
+                            ? absl::StrCat(v.raw)
                                                      : std::string(StatusName(v.status));
     absl::StrAppend(&out, absl::StrFormat("%-16s %-10s %-4s %-34s %20s  %-16s %d\n", def.source,
                                           def.device, def.port.empty() ? "-" : def.port,
