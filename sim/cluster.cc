@@ -198,7 +198,12 @@ absl::Status Cluster::BuildNode(int i) {
                                                s_.seed * 1000003 + i, n->ethtool, ao);
   for (PortFault& f : PortFaultsOfNode(s_, i)) n->animator->AddFault(std::move(f));
   for (const FaultSpec& f : s_.faults) {
-    if (f.kind == FaultKind::kNvlinkDegraded && f.node == i) n->nvml_dynamic = true;
+    if ((f.kind == FaultKind::kNvlinkDegraded || f.kind == FaultKind::kGpuThermalSlowdown ||
+         f.kind == FaultKind::kGpuXid) &&
+        f.node == i) {
+      n->nvml_dynamic = true;
+    }
+    if (f.kind == FaultKind::kGpuPowerCap) n->nvml_dynamic = true;
   }
   n->nvml = std::make_unique<NvmlState>(n->nvml_config, i, s_.gpus, s_.nvlinks);
   if (absl::Status s = n->nvml->Write(); !s.ok()) return s;
@@ -327,6 +332,10 @@ std::vector<std::string> Cluster::Step(absl::Duration t) {
       if (f.kind == FaultKind::kNvlinkDegraded) {
         absl::StrAppend(&what, " GPU ", f.gpu, " NVLink ", f.link);
       }
+      if (f.kind == FaultKind::kGpuThermalSlowdown) absl::StrAppend(&what, " GPU ", f.gpu);
+      if (f.kind == FaultKind::kGpuXid) absl::StrAppend(&what, " GPU ", f.gpu, " XID ", f.xid);
+      if (f.kind == FaultKind::kGpuPowerCap) what = "gpu_power_cap on every GPU of every node";
+      if (f.kind == FaultKind::kGpuXid) n.nvml->AddXid(f.gpu, f.xid);
       if (f.rank >= 0) absl::StrAppend(&what, ", rank ", f.rank, " ", f.slowdown_pct, "% slower");
       if (f.kind == FaultKind::kJobSlowdown) absl::StrAppend(&what, ", collectives ", f.factor, "x");
       if (!f.note.empty()) absl::StrAppend(&what, " — ", f.note);
@@ -343,6 +352,15 @@ std::vector<std::string> Cluster::Step(absl::Duration t) {
         n.crashed = false;
         if (absl::Status s = StartAgent(n); !s.ok()) said.push_back("agent restart failed: " + s.ToString());
         else said.push_back(absl::StrCat("agent of ", n.name, " restarted"));
+      }
+    }
+    // GPU throttling follows the fault's window (wall clock: the fake's counters tick on it).
+    if (f.kind == FaultKind::kGpuThermalSlowdown) {
+      n.nvml->SetThermalSlowdown(f.gpu, active, absl::Now());
+    }
+    if (f.kind == FaultKind::kGpuPowerCap) {
+      for (auto& node : nodes_) {
+        for (int g = 0; g < s_.gpus; ++g) node->nvml->SetPowerCap(g, active, absl::Now());
       }
     }
     if (active && f.kind == FaultKind::kNvlinkDegraded) {

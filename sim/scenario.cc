@@ -30,6 +30,9 @@ constexpr KindName kKinds[] = {
     {FaultKind::kJobSlowdown, "job_slowdown"},
     {FaultKind::kCounterReset, "counter_reset"},
     {FaultKind::kAgentCrash, "agent_crash"},
+    {FaultKind::kGpuThermalSlowdown, "gpu_thermal_slowdown"},
+    {FaultKind::kGpuPowerCap, "gpu_power_cap"},
+    {FaultKind::kGpuXid, "gpu_xid"},
 };
 
 // "20s", "1m30s", "500ms"; a bare number is seconds.
@@ -109,6 +112,7 @@ absl::StatusOr<FaultSpec> ParseFault(const YAML::Node& n, const Scenario& s) {
   GetScalar(n, "rank", &f.rank);
   GetScalar(n, "slowdown_pct", &f.slowdown_pct);
   GetScalar(n, "factor", &f.factor);
+  GetScalar(n, "xid", &f.xid);
   GetScalar(n, "note", &f.note);
   if (absl::Status st = Get(n, "start", &f.start); !st.ok()) return st;
   if (absl::Status st = Get(n, "duration", &f.duration); !st.ok()) return st;
@@ -280,7 +284,11 @@ void FillDefaultExpectations(Scenario& s) {
           break;
         case FaultKind::kCounterReset:
         case FaultKind::kAgentCrash:
+        case FaultKind::kGpuPowerCap:
           break;  // must raise nothing
+        case FaultKind::kGpuThermalSlowdown:
+        case FaultKind::kGpuXid:
+          break;  // the GPU incident kinds are the scenario's to name (expect:)
       }
       // A fabric fault that slows a rank: that rank is a straggler caused by the fault.
       if (f.rank >= 0 && f.slowdown_pct > 0 && f.kind != FaultKind::kStraggler &&

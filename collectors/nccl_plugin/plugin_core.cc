@@ -364,7 +364,7 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
   if (logfn != nullptr) {
     logfn(nccl_abi::kLogInfo, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__,
           "ringside: NCCL profiler v%d, comm %016llx \"%s\" rank %d/%d (%d nodes), cuda device "
-          "%d (%s, pci %s), job \"%s\", pod %s%s%s, records to %s%s",
+          "%d (%s) pci %s, job \"%s\", pod %s%s%s, records to %s%s",
           abi_version, static_cast<unsigned long long>(comm_id), ctx->comm_name.c_str(), rank,
           nranks, n_nodes, ctx->cuda_device, CudaDeviceSourceName(device.source), bus_id_sysfs,
           ctx->job_id.c_str(),

@@ -26,8 +26,10 @@
 //                                          pcie_width, pcie_width_max, pcie_replay,
 //                                          ecc_uncorrected, remap_pending, remap_failure
 //   processes <pid>...                     compute processes (none listed: supported, empty)
-//   gpu_field <id> <value> [<rate>]        a device-scope field (throttle-time counters 74,
+//   gpu_field <id> <value> [<rate> [<since>]]  a device-scope field (throttle-time counters 74,
 //                                          269-271 or 251-253) that grows by <rate> per second
+//                                          since the fake was loaded, or since <since> (Unix
+//                                          seconds, wall clock)
 //   gpu_field_fail <id> <CODE>
 //   xid_events yes|no                      XID registration supported (default no)
 //   xid <n>...                             XIDs, in order: each is delivered once by
@@ -49,6 +51,7 @@
 // before the 12.2 generation lacks: nvmlDeviceGetCurrentClocksEventReasons (the older
 // ...ThrottleReasons name answers), nvmlDeviceGetComputeRunningProcesses_v3 and
 // nvmlEventSetWait_v2.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -97,13 +100,14 @@ void Journal(const char* function) {
 
 // The config for the current call (g_mu held): read again on every call, so that a test changes
 // the GPUs between cycles by rewriting the file; read once with $RINGSIDE_FAKE_NVML_STATIC=1.
+bool g_frozen = false;  // guarded by g_mu: the config was read once ($RINGSIDE_FAKE_NVML_STATIC)
+
 Config& CurrentConfig() {
   static Config* cfg = new Config();  // never destroyed: calls may come from static destructors
-  static bool frozen = false;
-  if (!frozen) {
+  if (!g_frozen) {
     *cfg = LoadConfig();
     const char* fixed = std::getenv("RINGSIDE_FAKE_NVML_STATIC");
-    frozen = fixed != nullptr && std::strcmp(fixed, "1") == 0;
+    g_frozen = fixed != nullptr && std::strcmp(fixed, "1") == 0;
   }
   return *cfg;
 }
@@ -309,7 +313,12 @@ FAKE_NVML_EXPORT nv::Return nvmlDeviceGetFieldValues(nv::Device device, int coun
       v.value_type = d->second.entry.type;
       v.value = d->second.entry.value;
       if (v.nvml_return == nv::kSuccess && v.value_type == nv::kValueUnsignedLongLong) {
-        v.value.ull += static_cast<unsigned long long>(d->second.rate_per_second * elapsed);
+        double seconds = elapsed;
+        if (d->second.since_unix > 0) {
+          seconds = static_cast<double>(now) / 1e6 - d->second.since_unix;
+          if (seconds < 0) seconds = 0;
+        }
+        v.value.ull += static_cast<unsigned long long>(d->second.rate_per_second * seconds);
       }
       continue;
     }
@@ -532,8 +541,10 @@ FAKE_NVML_EXPORT nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData*
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
+    bool frozen = false;
     {
       Call call(nv::kEventSetWaitSymbol);
+      frozen = g_frozen;
       if (g_init_count == 0) return nv::kErrorUninitialized;
       if (nv::Return r = call.Injected(); r != nv::kSuccess) return r;
       if (set != reinterpret_cast<nv::EventSet>(&g_event_set) || data == nullptr) {
@@ -550,7 +561,11 @@ FAKE_NVML_EXPORT nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData*
       }
     }
     if (std::chrono::steady_clock::now() >= deadline) return nv::kErrorTimeout;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // without the lock
+    // Without the lock. A config read once can queue nothing new: sleep out the timeout, as the
+    // real call blocks (the agent bench measures the agent, not this loop).
+    std::this_thread::sleep_until(frozen ? deadline
+                                         : std::min(deadline, std::chrono::steady_clock::now() +
+                                                                  std::chrono::milliseconds(20)));
   }
 }
 #endif

@@ -166,11 +166,12 @@ Config LoadConfig() {
       gpu->xid_supported = true;
       for (size_t i = 1; i < w.size(); ++i) gpu->xids.push_back(ParseU64(w[i], line_no));
     } else if (d == "gpu_field") {
-      // gpu_field <id> <value> [<rate per second>]: a device-scope field (ull).
+      // gpu_field <id> <value> [<rate per second> [<since, Unix seconds>]]: a device-scope field.
       need(3, true);
       DeviceField f;
       f.entry = ParseFieldValue(w[2], "ull", line_no);
       if (w.size() > 3) f.rate_per_second = ParseU64(w[3], line_no);
+      if (w.size() > 4) f.since_unix = std::strtod(w[4].c_str(), nullptr);
       gpu->device_fields[static_cast<unsigned int>(ParseU64(w[1], line_no))] = f;
     } else if (d == "gpu_field_fail") {
       need(3, true);

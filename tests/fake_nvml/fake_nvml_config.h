@@ -35,6 +35,9 @@ struct FieldEntry {
 struct DeviceField {
   FieldEntry entry;
   unsigned long long rate_per_second = 0;
+  // When set (Unix seconds), the rate counts from then (wall clock) instead of from the load:
+  // the simulator starts a counter ticking at the moment a fault begins.
+  double since_unix = 0;
 };
 
 struct FakeGpu {
