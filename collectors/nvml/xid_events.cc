@@ -24,7 +24,10 @@ XidEvents::~XidEvents() { lib_->fn().event_set_free(set_); }
 absl::Status XidEvents::Register(nvml::Device dev, unsigned int index) {
   absl::MutexLock lock(&mu_);
   if (auto it = index_of_.find(dev); it != index_of_.end() && it->second == index) {
-    return absl::OkStatus();
+    // Known: answered as the first time (a refused GPU is not asked again).
+    return tallies_[index].registered
+               ? absl::OkStatus()
+               : absl::UnimplementedError(absl::StrCat("nvml GPU ", index, ": XID events refused"));
   }
   const nvml::Return r =
       lib_->fn().device_register_events(dev, nvml::kEventTypeXidCriticalError, set_);

@@ -19,6 +19,7 @@
 #include "collectors/nvml/gpu_signals.h"
 #include "collectors/nvml/nvml_collector.h"
 #include "collectors/nvml/xid_events.h"
+#include "daemon/agent/xid_reader.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ringside::collectors {
@@ -364,6 +365,30 @@ TEST_F(GpuSignalsTest, XidsQueuedInTheDriverArriveAsEventsAndSeries) {
   EXPECT_EQ(Get(b, "0", "last_xid")->raw, 79u);
   EXPECT_EQ(Get(b, "1", "xid_events")->raw, 1u);
   EXPECT_EQ(Get(b, "1", "last_xid")->raw, 48u);
+}
+
+// The agent's XID thread puts each XID into the link-event log as it arrives (the uploader then
+// streams it at once), and stops promptly.
+TEST_F(GpuSignalsTest, TheXidThreadLogsEachXidAsItArrives) {
+  WriteConfig("gpu\nxid_events yes\n");
+  auto c = Open();
+  Run(*c, kT0);
+  daemon::LinkEventLog log;
+  daemon::XidReaderOptions o;
+  o.wait = absl::Milliseconds(100);
+  auto reader = std::make_unique<daemon::XidReader>(c->xid_events(), &log, o);
+  WriteConfig("gpu\nxid 62\n");
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (log.last_seq() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  std::vector<daemon::LinkEventLog::Entry> got = log.Since(0);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].event.source, "nvml_xid");
+  EXPECT_EQ(got[0].event.device, "0");
+  EXPECT_EQ(got[0].event.detail, "XID 62");
+  EXPECT_EQ(reader->xids(), 1u);
+  const absl::Time stop = absl::Now();
+  reader.reset();
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(2)) << "stops within about one wait";
 }
 
 TEST_F(GpuSignalsTest, AFailedWaitIsAnErrorNotACrash) {
