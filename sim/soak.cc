@@ -36,7 +36,7 @@ absl::Status CheckScenario(const Scenario& s, analysis::FabricAnalysisOptions* d
   for (const FaultSpec& f : s.faults) {
     if (f.kind == FaultKind::kAgentCrash || f.kind == FaultKind::kNvlinkDegraded ||
         f.kind == FaultKind::kGpuThermalSlowdown || f.kind == FaultKind::kGpuPowerCap ||
-        f.kind == FaultKind::kGpuXid) {
+        f.kind == FaultKind::kGpuXid || f.kind == FaultKind::kCpuThrottled) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the soak does not simulate ", FaultKindName(f.kind),
           " faults (no agent processes, no NVML); use `ringside-sim run` for this scenario"));

@@ -338,7 +338,11 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
     g_shared.clock_synchronized.store(SystemClockSynchronized(), std::memory_order_relaxed);
     if (!JobIdFromEnvironment(&g_shared.batch_job)) g_shared.batch_job = ctx->job_id;
     pod_problem = PodFromEnvironment(&g_shared.pod, &g_shared.pod_namespace);
-    cgroup_problem = CgroupFromProc(&g_shared.cgroup);
+    // $RINGSIDE_PROC_SELF_CGROUP stands for /proc/self/cgroup (the simulator gives each rank one).
+    const char* cgroup_file = ::getenv("RINGSIDE_PROC_SELF_CGROUP");
+    cgroup_problem = CgroupFromProc(&g_shared.cgroup, cgroup_file != nullptr && cgroup_file[0] != '\0'
+                                                          ? cgroup_file
+                                                          : "/proc/self/cgroup");
     const char* path = ::getenv("RINGSIDE_SOCKET");
     g_sender.SetSocketPath(path != nullptr && path[0] != '\0' ? path : kDefaultSocket);
   }
