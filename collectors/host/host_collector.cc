@@ -158,7 +158,9 @@ void HostCollector::ReadCgroup(const std::string& cgroup, std::vector<Reading>& 
   }
   const std::string path = absl::StrCat(options_.sysfs_root, "/fs/cgroup",
                                         cgroup == "/" ? "" : cgroup, "/cpu.stat");
-  absl::StatusOr<absl::string_view> text = ReadFile(path);
+  // Opened afresh every cycle (three system calls): a cgroup removed when its rank ends is then
+  // NotFound at once, not a descriptor of a deleted file.
+  absl::StatusOr<std::string> text = fs_->ReadSmallFile(path, kMaxFile);
   if (!text.ok()) {
     if (!absl::IsNotFound(text.status())) errors.Add(text.status());  // gone: its rank ended
     return;
@@ -185,25 +187,6 @@ void HostCollector::Collect(absl::Time /*now*/, CollectorSnapshot& out, CycleErr
   std::sort(cgroups.begin(), cgroups.end());
   cgroups.erase(std::unique(cgroups.begin(), cgroups.end()), cgroups.end());
   for (const std::string& c : cgroups) ReadCgroup(c, readings, errors);
-  // Descriptors of cgroups no longer asked for are closed.
-  for (auto it = fds_.begin(); it != fds_.end();) {
-    const bool cgroup_file = absl::StartsWith(it->first, options_.sysfs_root + "/fs/cgroup");
-    bool wanted = !cgroup_file;
-    for (const Reading& r : readings) {
-      if (r.def.source == "cgroup" &&
-          it->first == absl::StrCat(options_.sysfs_root, "/fs/cgroup",
-                                    r.def.device == "/" ? "" : r.def.device, "/cpu.stat")) {
-        wanted = true;
-        break;
-      }
-    }
-    if (!wanted) {
-      fs_->Close(it->second);
-      it = fds_.erase(it);
-    } else {
-      ++it;
-    }
-  }
   std::vector<SeriesDef> defs;
   defs.reserve(readings.size());
   for (const Reading& r : readings) defs.push_back(r.def);

@@ -64,14 +64,15 @@ class HostCollector final : public Collector {
     SeriesDef def;
     Value value;
   };
-  // Reads one whole file through a descriptor kept open between cycles. NotFound when absent.
+  // Reads one whole pressure file through a descriptor kept open between cycles. NotFound when
+  // absent.
   absl::StatusOr<absl::string_view> ReadFile(const std::string& path);
   void ReadPressure(std::vector<Reading>& out, CycleErrors& errors);
   void ReadCgroup(const std::string& cgroup, std::vector<Reading>& out, CycleErrors& errors);
 
   HostOptions options_;
   FileSystem* fs_;
-  std::map<std::string, int> fds_;  // open descriptors by path
+  std::map<std::string, int> fds_;  // open descriptors of the pressure files, by path
   std::string buf_;
   std::shared_ptr<const SeriesTable> table_;
 };
