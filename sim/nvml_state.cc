@@ -72,7 +72,7 @@ absl::Status NvmlState::Write() {
     absl::StrAppend(&text, TickingField(74, st.power.base_ns, capped, st.power.since),
                     "gpu_field 269 0\n",
                     TickingField(270, st.thermal.base_ns, hot, st.thermal.since),
-                    "gpu_field 271 0\nxid_events yes\n");
+                    "gpu_field 271 0\nxid_events yes\nprocesses\n");
     if (!st.xids.empty()) {
       absl::StrAppend(&text, "xid");
       for (uint64_t x : st.xids) absl::StrAppend(&text, " ", x);
