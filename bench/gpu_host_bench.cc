@@ -85,15 +85,15 @@ void WriteFile(const std::string& path, const std::string& text) {
 std::string GpuSignalsConfig() {
   std::string text = "driver_version 580.159.04\nnvml_version 13.580.159.04\n";
   for (int g = 0; g < kGpus; ++g) {
-    absl::StrAppend(
-        &text, "gpu\n", absl::StrFormat("pci_bus_id 00000000:%02X:00.0\n", 0x18 + 0x10 * g),
-        "clocks_event_reasons 0x4\nsignal sm_clock 1620\nsignal sm_clock_max 1980\n",
-        "signal temperature 61\nsignal power 690000\nsignal power_limit 700000\n",
-        "signal utilization 100\nsignal pcie_gen 5\nsignal pcie_gen_max 5\n",
-        "signal pcie_width 16\nsignal pcie_width_max 16\nsignal pcie_replay 1\n",
-        "signal ecc_uncorrected 0\nsignal remap_pending 0\nsignal remap_failure 0\n",
-        "processes ", 4000 + g, "\ngpu_field 74 0 1000000000\ngpu_field 269 0\n",
-        "gpu_field 270 0\ngpu_field 271 0\nxid_events yes\n");
+    absl::StrAppend(&text, "gpu\n",
+                    absl::StrFormat("pci_bus_id 00000000:%02X:00.0\n", 0x18 + 0x10 * g),
+                    "clocks_event_reasons 0x4\nsignal sm_clock 1620\nsignal sm_clock_max 1980\n",
+                    "signal temperature 61\nsignal power 690000\nsignal power_limit 700000\n",
+                    "signal utilization 100\nsignal pcie_gen 5\nsignal pcie_gen_max 5\n",
+                    "signal pcie_width 16\nsignal pcie_width_max 16\nsignal pcie_replay 1\n",
+                    "signal ecc_uncorrected 0\nsignal remap_pending 0\nsignal remap_failure 0\n",
+                    "processes ", 4000 + g, "\ngpu_field 74 0 1000000000\ngpu_field 269 0\n",
+                    "gpu_field 270 0\ngpu_field 271 0\nxid_events yes\n");
   }
   return text;
 }
@@ -117,8 +117,8 @@ double NvmlCyclesMicros(absl::Duration slow, int cycles) {
     now += absl::Seconds(1);
     c.Collect(now, snap, errors);
   }
-  if (errors.count > 0) std::fprintf(stderr, "nvml: %llu read errors\n",
-                                     static_cast<unsigned long long>(errors.count));
+  if (errors.count > 0)
+    std::fprintf(stderr, "nvml: %llu read errors\n", static_cast<unsigned long long>(errors.count));
   return (ThreadCpuNanos() - start) / 1e3 / cycles;
 }
 
@@ -227,9 +227,9 @@ int main(int argc, char** argv) {
             "full avg10=0.00 avg60=0.00 avg300=0.00 total=4000\n");
   std::vector<std::string> cgroups;
   for (int r = 0; r < absl::GetFlag(FLAGS_cgroups); ++r) {
-    const std::string cg = absl::StrCat(
-        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod", r,
-        ".slice/cri-containerd-", r, ".scope");
+    const std::string cg =
+        absl::StrCat("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod", r,
+                     ".slice/cri-containerd-", r, ".scope");
     WriteFile(sys + "/fs/cgroup" + cg + "/cpu.stat",
               "usage_usec 9000000\nuser_usec 8000000\nsystem_usec 1000000\n"
               "nr_periods 100\nnr_throttled 40\nthrottled_usec 4000000\nnr_bursts 0\n"
@@ -313,12 +313,14 @@ int main(int argc, char** argv) {
   const double off = AgentCpuPercent(argv_for(false), work + "/agent_off.log");
   ::setenv("RINGSIDE_FAKE_NVML_CONFIG", full_config.c_str(), 1);
   const double on = AgentCpuPercent(argv_for(true), work + "/agent_on.log");
-  std::printf("(c) ringside-agent at %s on a simulated %d-GPU node (8 rails, %d NVLinks per GPU), "
-              "%s measured:\n",
-              interval.c_str(), kGpus, s.nvlinks,
-              absl::FormatDuration(absl::GetFlag(FLAGS_duration)).c_str());
+  std::printf(
+      "(c) ringside-agent at %s on a simulated %d-GPU node (8 rails, %d NVLinks per GPU), "
+      "%s measured:\n",
+      interval.c_str(), kGpus, s.nvlinks,
+      absl::FormatDuration(absl::GetFlag(FLAGS_duration)).c_str());
   std::printf("    GPU + host signals on:  %.3f %% of one core\n", on);
   std::printf("    GPU + host signals off: %.3f %% of one core\n", off);
-  std::printf("    goal (< 1 %% with the signals on): %s\n", on >= 0 && on < 1.0 ? "met" : "NOT met");
+  std::printf("    goal (< 1 %% with the signals on): %s\n",
+              on >= 0 && on < 1.0 ? "met" : "NOT met");
   return on >= 0 && on < 1.0 ? 0 : 2;
 }

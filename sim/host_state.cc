@@ -27,7 +27,9 @@ absl::Status WriteAtomically(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-std::string RankCgroup(int rank) { return absl::StrCat("/ringside-sim.slice/rank-", rank, ".scope"); }
+std::string RankCgroup(int rank) {
+  return absl::StrCat("/ringside-sim.slice/rank-", rank, ".scope");
+}
 
 HostState::HostState(std::string dir, int first_rank, int ranks)
     : dir_(std::move(dir)), proc_(dir_ + "/proc"), sys_(dir_ + "/sys"), first_rank_(first_rank) {
@@ -50,14 +52,14 @@ absl::Status HostState::Write(absl::Duration t) {
   last_ = t;
   if (!written_) {
     for (const char* r : {"cpu", "memory", "io"}) {
-      absl::Status s = WriteAtomically(
-          absl::StrCat(proc_, "/pressure/", r),
-          "some avg10=0.00 avg60=0.00 avg300=0.00 total=1000\n"
-          "full avg10=0.00 avg60=0.00 avg300=0.00 total=100\n");
+      absl::Status s = WriteAtomically(absl::StrCat(proc_, "/pressure/", r),
+                                       "some avg10=0.00 avg60=0.00 avg300=0.00 total=1000\n"
+                                       "full avg10=0.00 avg60=0.00 avg300=0.00 total=100\n");
       if (!s.ok()) return s;
     }
     for (const auto& [rank, st] : ranks_) {
-      absl::Status s = WriteAtomically(CgroupFile(rank), absl::StrCat("0::", RankCgroup(rank), "\n"));
+      absl::Status s =
+          WriteAtomically(CgroupFile(rank), absl::StrCat("0::", RankCgroup(rank), "\n"));
       if (!s.ok()) return s;
     }
   }

@@ -79,8 +79,8 @@ inline bool ParsePciAddress(const char* in, size_t len, PciAddress* out) noexcep
 // "") when it does not fit.
 inline bool FormatPciAddress(const PciAddress& a, char* out, size_t out_size) noexcept {
   if (out == nullptr || out_size == 0) return false;
-  const int len = std::snprintf(out, out_size, "%04x:%02x:%02x.%x", a.domain, a.bus, a.device,
-                                a.function);
+  const int len =
+      std::snprintf(out, out_size, "%04x:%02x:%02x.%x", a.domain, a.bus, a.device, a.function);
   if (len < 0 || static_cast<size_t>(len) >= out_size) {
     out[0] = '\0';
     return false;

@@ -27,8 +27,7 @@ constexpr CpuStatKey kCpuStatKeys[] = {{"nr_periods", Unit::kCount},
 bool SameDefs(const std::vector<SeriesDef>& a, const std::vector<SeriesDef>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].source != b[i].source || a[i].device != b[i].device ||
-        a[i].counter != b[i].counter) {
+    if (a[i].source != b[i].source || a[i].device != b[i].device || a[i].counter != b[i].counter) {
       return false;
     }
   }
@@ -156,8 +155,8 @@ void HostCollector::ReadCgroup(const std::string& cgroup, std::vector<Reading>& 
         absl::StrCat("cgroup \"", cgroup, "\": not a cgroup v2 path; not read")));
     return;
   }
-  const std::string path = absl::StrCat(options_.sysfs_root, "/fs/cgroup",
-                                        cgroup == "/" ? "" : cgroup, "/cpu.stat");
+  const std::string path =
+      absl::StrCat(options_.sysfs_root, "/fs/cgroup", cgroup == "/" ? "" : cgroup, "/cpu.stat");
   // Opened afresh every cycle (three system calls): a cgroup removed when its rank ends is then
   // NotFound at once, not a descriptor of a deleted file.
   absl::StatusOr<std::string> text = fs_->ReadSmallFile(path, kMaxFile);

@@ -296,11 +296,10 @@ GpuSignals GpuSignals::Plan(const nvml::NvmlLibrary& lib, nvml::Device dev, unsi
   std::vector<GpuSignal> ordered;
   for (const GpuSignalSpec& spec : GpuSignalSpecs()) {
     const GpuSignal s = spec.signal;
-    const bool present =
-        std::find(g.signals_.begin(), g.signals_.end(), s) != g.signals_.end() ||
-        std::find(g.throttle_signals_.begin(), g.throttle_signals_.end(), s) !=
-            g.throttle_signals_.end() ||
-        (xid && (s == GpuSignal::kXidEvents || s == GpuSignal::kLastXid));
+    const bool present = std::find(g.signals_.begin(), g.signals_.end(), s) != g.signals_.end() ||
+                         std::find(g.throttle_signals_.begin(), g.throttle_signals_.end(), s) !=
+                             g.throttle_signals_.end() ||
+                         (xid && (s == GpuSignal::kXidEvents || s == GpuSignal::kLastXid));
     if (present) ordered.push_back(s);
   }
   g.signals_ = std::move(ordered);
@@ -407,8 +406,7 @@ void GpuSignals::Read(const nvml::NvmlLibrary& lib, bool slow, const XidTally& x
       // Between slow reads a good reading is carried over for /metrics, never re-uploaded; a
       // failed one is not counted again.
       if (!slow) {
-        v.status =
-            v.status == ValueStatus::kOk ? ValueStatus::kStale : ValueStatus::kUnavailable;
+        v.status = v.status == ValueStatus::kOk ? ValueStatus::kStale : ValueStatus::kUnavailable;
       }
       continue;
     }

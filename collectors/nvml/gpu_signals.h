@@ -119,7 +119,8 @@ class GpuSignals {
   std::vector<GpuSignal> throttle_signals_;    // parallel to throttle_fields_
   uint64_t sm_clock_max_ = 0, pcie_gen_max_ = 0, pcie_width_max_ = 0;
   // Slow readings, by signal, carried between slow reads.
-  std::vector<Value> slow_values_ = std::vector<Value>(static_cast<size_t>(GpuSignal::kLastXid) + 1);
+  std::vector<Value> slow_values_ =
+      std::vector<Value>(static_cast<size_t>(GpuSignal::kLastXid) + 1);
   std::vector<unsigned int> pids_;
 };
 

@@ -8,9 +8,9 @@ absl::StatusOr<std::unique_ptr<XidEvents>> XidEvents::Create(
     std::shared_ptr<const nvml::NvmlLibrary> lib) {
   const nvml::Functions& fn = lib->fn();
   if (fn.event_set_create == nullptr) {
-    return absl::UnimplementedError(
-        absl::StrCat("NVML library ", lib->library(), " lacks the event API (",
-                     nvml::kEventSetWaitSymbol, "): XID events off"));
+    return absl::UnimplementedError(absl::StrCat("NVML library ", lib->library(),
+                                                 " lacks the event API (",
+                                                 nvml::kEventSetWaitSymbol, "): XID events off"));
   }
   nvml::EventSet set = nullptr;
   if (nvml::Return r = fn.event_set_create(&set); r != nvml::kSuccess) {
@@ -34,8 +34,8 @@ absl::Status XidEvents::Register(nvml::Device dev, unsigned int index) {
   index_of_[dev] = index;  // a refused GPU is not asked again
   if (r != nvml::kSuccess) {
     tallies_[index].registered = false;
-    return lib_->ToStatus(r, absl::StrCat("nvml GPU ", index, ": ",
-                                          nvml::kDeviceRegisterEventsSymbol, "(XID)"));
+    return lib_->ToStatus(
+        r, absl::StrCat("nvml GPU ", index, ": ", nvml::kDeviceRegisterEventsSymbol, "(XID)"));
   }
   tallies_[index].registered = true;
   return absl::OkStatus();
@@ -43,8 +43,8 @@ absl::Status XidEvents::Register(nvml::Device dev, unsigned int index) {
 
 absl::StatusOr<std::vector<LinkEvent>> XidEvents::Wait(absl::Duration timeout, absl::Time now) {
   nvml::EventData data{};
-  const auto ms = static_cast<unsigned int>(
-      std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
+  const auto ms =
+      static_cast<unsigned int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
   const nvml::Return r = lib_->fn().event_set_wait(set_, &data, ms);
   std::vector<LinkEvent> out;
   if (r == nvml::kErrorTimeout) return out;  // also on an interrupt

@@ -3,6 +3,8 @@
 // path: the series contract the straggler cause chain reads (source "gpu", device = the NVML
 // index, port ""), the slow/cheap split, both numberings of the throttle-time fields, an older
 // driver's missing symbols, and XIDs queued in the fake.
+#include "collectors/nvml/gpu_signals.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -16,7 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "collectors/common/pci_bus_id.h"
-#include "collectors/nvml/gpu_signals.h"
 #include "collectors/nvml/nvml_collector.h"
 #include "collectors/nvml/xid_events.h"
 #include "daemon/agent/xid_reader.h"
@@ -137,7 +138,8 @@ TEST_F(GpuSignalsTest, EverySignalOfAnH200UnderTheSeriesContract) {
   auto c = Open();
   ASSERT_TRUE(c->enabled()) << c->status();
   Cycle cycle = Run(*c, kT0);
-  EXPECT_EQ(cycle.errors.count, 0u) << (cycle.errors.messages.empty() ? "" : cycle.errors.messages[0]);
+  EXPECT_EQ(cycle.errors.count, 0u)
+      << (cycle.errors.messages.empty() ? "" : cycle.errors.messages[0]);
   struct Want {
     const char* counter;
     uint64_t value;
@@ -240,8 +242,8 @@ gpu_field 253 66
 )";
   for (const bool old : {false, true}) {
     SCOPED_TRACE(old ? "branch 570: fields 251-253" : "branch 580: fields 269-271");
-    WriteConfig(absl::StrCat(old ? "nvml_version 12.570.86.10\n" : "nvml_version 13.580.159.04\n",
-                             gpu));
+    WriteConfig(
+        absl::StrCat(old ? "nvml_version 12.570.86.10\n" : "nvml_version 13.580.159.04\n", gpu));
     auto c = Open(absl::ZeroDuration());
     Cycle cycle = Run(*c, kT0);
     EXPECT_EQ(Get(cycle, "0", "clock_event_reasons")->raw, 0x40u);
@@ -260,7 +262,8 @@ gpu_field 270 0 500000000
   Cycle a = Run(*c, kT0);
   absl::SleepFor(absl::Milliseconds(100));
   Cycle b = Run(*c, kT0 + absl::Seconds(1));
-  const uint64_t da = Get(b, "0", "throttle_hw_thermal_ns")->raw - Get(a, "0", "throttle_hw_thermal_ns")->raw;
+  const uint64_t da =
+      Get(b, "0", "throttle_hw_thermal_ns")->raw - Get(a, "0", "throttle_hw_thermal_ns")->raw;
   EXPECT_GE(da, 40000000u) << "0.5 s/s over at least 0.1 s";
   EXPECT_EQ(Get(b, "0", "throttle_power_cap_ns"), std::nullopt) << "field 74 not supported: absent";
 }
@@ -403,11 +406,11 @@ TEST_F(GpuSignalsTest, AFailedWaitIsAnErrorNotACrash) {
 
 TEST(PciBusIdTest, NvmlAndCudaSpellingsMeetInTheSysfsForm) {
   const std::pair<const char*, const char*> cases[] = {
-      {"00000000:1B:00.0", "0000:1b:00.0"},  // NVML
-      {"0000:1B:00.0", "0000:1b:00.0"},      // CUDA
-      {"0000:1b:00.0", "0000:1b:00.0"},      // sysfs
-      {"1b:00.0", "0000:1b:00.0"},           // no domain
-      {"00010000:E1:1F.7", "10000:e1:1f.7"}, // a VMD domain keeps its digits
+      {"00000000:1B:00.0", "0000:1b:00.0"},   // NVML
+      {"0000:1B:00.0", "0000:1b:00.0"},       // CUDA
+      {"0000:1b:00.0", "0000:1b:00.0"},       // sysfs
+      {"1b:00.0", "0000:1b:00.0"},            // no domain
+      {"00010000:E1:1F.7", "10000:e1:1f.7"},  // a VMD domain keeps its digits
       {" 0000:3b:00.1 ", "0000:3b:00.1"},
   };
   for (const auto& [in, want] : cases) {

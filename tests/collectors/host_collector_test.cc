@@ -158,7 +158,8 @@ TEST_F(HostCollectorTest, BadContentAndBadPathsAreCountedErrorsAndTheCycleGoesOn
   EXPECT_EQ(Get(cycle, "host", "", "memory_pressure_some_us"), std::nullopt);
   bool named = false;
   for (const std::string& m : cycle.errors.messages) {
-    named |= m.find("/pressure/memory") != std::string::npos && m.find("DATA_LOSS") != std::string::npos;
+    named |=
+        m.find("/pressure/memory") != std::string::npos && m.find("DATA_LOSS") != std::string::npos;
   }
   EXPECT_TRUE(named) << cycle.errors.messages[0];
 }

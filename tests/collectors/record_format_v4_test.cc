@@ -92,7 +92,8 @@ TEST(RecordFormatV4Test, RoundTripGivesEachRecordItsCgroupAndGpuPciAddress) {
   // Canonical: decoded header fields re-encode to the same bytes.
   BatchHeaderFields h;
   size_t size = 0;
-  ASSERT_TRUE(DecodeBatchHeader(reinterpret_cast<const uint8_t*>(f.data()), f.size(), &h, &size).ok());
+  ASSERT_TRUE(
+      DecodeBatchHeader(reinterpret_cast<const uint8_t*>(f.data()), f.size(), &h, &size).ok());
   EXPECT_EQ(size, f.size());
   BatchHeaderFields want = Header(kFormatVersion4);
   want.record_count = 4;
@@ -151,8 +152,8 @@ TEST(RecordFormatV4Test, AnUnusableCgroupGoesOutEmpty) {
 }
 
 TEST(RecordFormatV4Test, GpuSlotsPackIntoOneWord) {
-  for (const GpuSlot& g : {GpuSlot{}, GpuSlot{true, 0, 0x19, 0, 0},
-                           GpuSlot{true, 0xffffffffu, 0xff, 0x1f, 7}}) {
+  for (const GpuSlot& g :
+       {GpuSlot{}, GpuSlot{true, 0, 0x19, 0, 0}, GpuSlot{true, 0xffffffffu, 0xff, 0x1f, 7}}) {
     EXPECT_TRUE(UnpackGpuSlot(PackGpuSlot(g)) == g);
   }
 }
