@@ -61,14 +61,20 @@ absl::Status NvmlState::Write() {
                     "arch 9\nlinks ", links_, "\n");
     const Gpu& st = gpu_[g];
     const bool hot = st.thermal.on, capped = st.power.on;
-    absl::StrAppend(
-        &text, "clocks_event_reasons ", hot ? "0x48" : capped ? "0x4" : "0x0", "\n",
-        "signal sm_clock ", hot ? 990 : capped ? 1620 : 1980, "\nsignal sm_clock_max 1980\n",
-        "signal temperature ", hot ? 92 : 45, "\nsignal power ", capped ? 695000 : 450000,
-        "\nsignal power_limit 700000\nsignal utilization 95\n",
-        "signal pcie_gen 5\nsignal pcie_gen_max 5\nsignal pcie_width 16\n",
-        "signal pcie_width_max 16\nsignal pcie_replay 0\nsignal ecc_uncorrected 0\n",
-        "signal remap_pending 0\nsignal remap_failure 0\n");
+    absl::StrAppend(&text, "clocks_event_reasons ",
+                    hot      ? "0x48"
+                    : capped ? "0x4"
+                             : "0x0",
+                    "\n", "signal sm_clock ",
+                    hot      ? 990
+                    : capped ? 1620
+                             : 1980,
+                    "\nsignal sm_clock_max 1980\n", "signal temperature ", hot ? 92 : 45,
+                    "\nsignal power ", capped ? 695000 : 450000,
+                    "\nsignal power_limit 700000\nsignal utilization 95\n",
+                    "signal pcie_gen 5\nsignal pcie_gen_max 5\nsignal pcie_width 16\n",
+                    "signal pcie_width_max 16\nsignal pcie_replay 0\nsignal ecc_uncorrected 0\n",
+                    "signal remap_pending 0\nsignal remap_failure 0\n");
     absl::StrAppend(&text, TickingField(74, st.power.base_ns, capped, st.power.since),
                     "gpu_field 269 0\n",
                     TickingField(270, st.thermal.base_ns, hot, st.thermal.since),

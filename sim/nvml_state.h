@@ -8,7 +8,6 @@
 #include <map>
 #include <string>
 #include <utility>
-
 #include <vector>
 
 #include "absl/status/status.h"

@@ -122,7 +122,8 @@ absl::StatusOr<FaultSpec> ParseFault(const YAML::Node& n, const Scenario& s) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", f.rank, " outside the job's ", s.ranks()));
   }
   if (f.kind == FaultKind::kStraggler || f.kind == FaultKind::kCpuThrottled) {
-    if (f.rank < 0) return absl::InvalidArgumentError(absl::StrCat("a ", kind, " fault needs a rank"));
+    if (f.rank < 0)
+      return absl::InvalidArgumentError(absl::StrCat("a ", kind, " fault needs a rank"));
     f.node = f.rank / s.gpus;
   }
   if (f.throttled_share <= 0 || f.throttled_share > 1) {

@@ -27,22 +27,22 @@ enum class SeriesKind : uint8_t { kCounter = 0, kGauge = 1, kState = 2 };
 
 // The unit of the raw value as the source reports it.
 enum class Unit : uint8_t {
-  kCount = 0,        // events, errors, frames
-  kPackets,          // packets
-  kBytes,            // octets
-  kFourByteWords,    // IB PMA data counters: octets divided by 4
-  kTicks,            // port_xmit_wait: device-defined ticks
-  kMicroseconds,     // pause durations
-  kMilliseconds,     // hw_counters/lifespan
-  kBytesPerSecond,   // link rate, converted from the sysfs text
-  kEnum,             // a state id
-  kPackedBer,        // NVML packed bit-error rate: mantissa in bits 8-11, exponent in bits
-                     // 0-7, BER = mantissa x 10^-exponent (DecodeNvlinkBer)
-  kNanoseconds,      // NVML throttle-time counters
-  kMegahertz,        // GPU clocks
-  kCelsius,          // GPU temperature
-  kMilliwatts,       // GPU power and power limit
-  kPercent,          // GPU utilisation
+  kCount = 0,       // events, errors, frames
+  kPackets,         // packets
+  kBytes,           // octets
+  kFourByteWords,   // IB PMA data counters: octets divided by 4
+  kTicks,           // port_xmit_wait: device-defined ticks
+  kMicroseconds,    // pause durations
+  kMilliseconds,    // hw_counters/lifespan
+  kBytesPerSecond,  // link rate, converted from the sysfs text
+  kEnum,            // a state id
+  kPackedBer,       // NVML packed bit-error rate: mantissa in bits 8-11, exponent in bits
+                    // 0-7, BER = mantissa x 10^-exponent (DecodeNvlinkBer)
+  kNanoseconds,     // NVML throttle-time counters
+  kMegahertz,       // GPU clocks
+  kCelsius,         // GPU temperature
+  kMilliwatts,      // GPU power and power limit
+  kPercent,         // GPU utilisation
 };
 
 absl::string_view UnitName(Unit unit);

@@ -340,9 +340,9 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
     pod_problem = PodFromEnvironment(&g_shared.pod, &g_shared.pod_namespace);
     // $RINGSIDE_PROC_SELF_CGROUP stands for /proc/self/cgroup (the simulator gives each rank one).
     const char* cgroup_file = ::getenv("RINGSIDE_PROC_SELF_CGROUP");
-    cgroup_problem = CgroupFromProc(&g_shared.cgroup, cgroup_file != nullptr && cgroup_file[0] != '\0'
-                                                          ? cgroup_file
-                                                          : "/proc/self/cgroup");
+    cgroup_problem = CgroupFromProc(
+        &g_shared.cgroup,
+        cgroup_file != nullptr && cgroup_file[0] != '\0' ? cgroup_file : "/proc/self/cgroup");
     const char* path = ::getenv("RINGSIDE_SOCKET");
     g_sender.SetSocketPath(path != nullptr && path[0] != '\0' ? path : kDefaultSocket);
   }
@@ -371,9 +371,8 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
           "%d (%s) pci %s, job \"%s\", pod %s%s%s, records to %s%s",
           abi_version, static_cast<unsigned long long>(comm_id), ctx->comm_name.c_str(), rank,
           nranks, n_nodes, ctx->cuda_device, CudaDeviceSourceName(device.source), bus_id_sysfs,
-          ctx->job_id.c_str(),
-          pod.empty() ? "-" : pod_namespace.c_str(), pod.empty() ? "" : "/", pod.c_str(),
-          socket[0] != '\0' ? socket : "(path too long)",
+          ctx->job_id.c_str(), pod.empty() ? "-" : pod_namespace.c_str(), pod.empty() ? "" : "/",
+          pod.c_str(), socket[0] != '\0' ? socket : "(path too long)",
           sending ? "" : " (no sender thread: records are dropped)");
   }
   *context = ctx;

@@ -46,8 +46,8 @@ constexpr size_t kHdrPod = kBatchHeaderSize;                 // 96
 constexpr size_t kHdrPodNamespace = kHdrPod + kPodSize;      // 352
 static_assert(kHdrPodNamespace + kPodNamespaceSize == kBatchHeaderSizeV2);
 // Version 4 appends the cgroup and the GPU table.
-constexpr size_t kHdrCgroup = kBatchHeaderSizeV2;             // 416
-constexpr size_t kHdrGpus = kHdrCgroup + kCgroupSize;         // 928
+constexpr size_t kHdrCgroup = kBatchHeaderSizeV2;      // 416
+constexpr size_t kHdrGpus = kHdrCgroup + kCgroupSize;  // 928
 static_assert(kHdrGpus + kMaxGpuSlots * kGpuSlotSize == kBatchHeaderSizeV4);
 
 // Little-endian stores and loads, independent of the host's byte order.
@@ -226,8 +226,8 @@ void DowngradeRecord(uint8_t* record, uint16_t version) noexcept {
 }
 
 void EncodeBatchHeader(const BatchHeaderFields& h, uint8_t* out) noexcept {
-  const bool v2 = h.version == kFormatVersion2 || h.version == kFormatVersion3 ||
-                  h.version == kFormatVersion4;
+  const bool v2 =
+      h.version == kFormatVersion2 || h.version == kFormatVersion3 || h.version == kFormatVersion4;
   const bool v4 = h.version == kFormatVersion4;
   Put32(out + kHdrMagic, kBatchMagic);
   Put16(out + kHdrVersion, v2 ? h.version : kFormatVersion1);

@@ -53,10 +53,10 @@ inline constexpr uint32_t kMaxRecordsPerBatch = 256;
 inline constexpr size_t kMaxFrameSize = kMaxBatchHeaderSize + kMaxRecordsPerBatch * kRecordSize;
 // The batch header's size for a version (0 for a version this code does not speak).
 constexpr size_t BatchHeaderSize(uint16_t version) noexcept {
-  return version == kFormatVersion1                                   ? kBatchHeaderSize
+  return version == kFormatVersion1                                 ? kBatchHeaderSize
          : version == kFormatVersion2 || version == kFormatVersion3 ? kBatchHeaderSizeV2
-         : version == kFormatVersion4                                 ? kBatchHeaderSizeV4
-                                                                      : 0;
+         : version == kFormatVersion4                               ? kBatchHeaderSizeV4
+                                                                    : 0;
 }
 // An agent answers the first batch header of version 2 or later it accepts on a connection with
 // one byte: that header's version (kVersion2Ack, kVersion3Ack). An agent that does not speak the
@@ -247,7 +247,8 @@ struct DecodeStatus {
   bool ok() const noexcept { return error == DecodeError::kOk; }
 };
 
-// Decodes and validates a batch header (version 1, 2, 3 or 4) from the first bytes of `size`. On success
+// Decodes and validates a batch header (version 1, 2, 3 or 4) from the first bytes of `size`. On
+// success
 // `*frame_size` is the whole frame's length (header + records). Fewer bytes than the header of its
 // version: kTruncated (and only then).
 DecodeStatus DecodeBatchHeader(const uint8_t* data, size_t size, BatchHeaderFields* header,

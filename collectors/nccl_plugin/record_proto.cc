@@ -1,10 +1,9 @@
 #include "collectors/nccl_plugin/record_proto.h"
 
-#include "collectors/common/pci_bus_id.h"
-
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/common/pci_bus_id.h"
 
 namespace ringside::collectors {
 

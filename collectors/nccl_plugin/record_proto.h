@@ -22,7 +22,8 @@ absl::Status DecodeStatusToAbsl(const DecodeStatus& status);
 // The proto form of one decoded record (cuda_device set only when known).
 void RecordToProto(const CollectiveRecordFields& record, v1::CollectiveRecord* out);
 v1::CollectiveRecord RecordToProto(const CollectiveRecordFields& record);
-// The sender's pod (a version-2, -3 or -4 batch header's) onto one of its records; nothing without one.
+// The sender's pod (a version-2, -3 or -4 batch header's) onto one of its records; nothing without
+// one.
 void SetPod(const BatchHeaderFields& header, v1::CollectiveRecord* out);
 // Everything a batch header says about the sender onto one of its records `record`: the pod
 // (version 2 on), the cgroup and the record's GPU PCI address, from the header's GPU table by the

@@ -230,8 +230,7 @@ using DeviceGetUintFn = Return (*)(Device device, unsigned int* value);  // powe
 using DeviceGetTotalEccErrorsFn = Return (*)(Device device, int error_type, int counter_type,
                                              unsigned long long* count);
 using DeviceGetRemappedRowsFn = Return (*)(Device device, unsigned int* corrected_rows,
-                                           unsigned int* uncorrected_rows,
-                                           unsigned int* is_pending,
+                                           unsigned int* uncorrected_rows, unsigned int* is_pending,
                                            unsigned int* failure_occurred);
 using DeviceGetUtilizationRatesFn = Return (*)(Device device, Utilization* utilization);
 using DeviceGetComputeRunningProcessesFn = Return (*)(Device device, unsigned int* count,
@@ -274,11 +273,9 @@ inline constexpr const char kDeviceGetCurrPcieLinkGenerationSymbol[] =
     "nvmlDeviceGetCurrPcieLinkGeneration";
 inline constexpr const char kDeviceGetMaxPcieLinkGenerationSymbol[] =
     "nvmlDeviceGetMaxPcieLinkGeneration";
-inline constexpr const char kDeviceGetCurrPcieLinkWidthSymbol[] =
-    "nvmlDeviceGetCurrPcieLinkWidth";
+inline constexpr const char kDeviceGetCurrPcieLinkWidthSymbol[] = "nvmlDeviceGetCurrPcieLinkWidth";
 inline constexpr const char kDeviceGetMaxPcieLinkWidthSymbol[] = "nvmlDeviceGetMaxPcieLinkWidth";
-inline constexpr const char kDeviceGetPcieReplayCounterSymbol[] =
-    "nvmlDeviceGetPcieReplayCounter";
+inline constexpr const char kDeviceGetPcieReplayCounterSymbol[] = "nvmlDeviceGetPcieReplayCounter";
 inline constexpr const char kDeviceGetUtilizationRatesSymbol[] = "nvmlDeviceGetUtilizationRates";
 inline constexpr const char kDeviceGetComputeRunningProcessesSymbol[] =
     "nvmlDeviceGetComputeRunningProcesses_v3";

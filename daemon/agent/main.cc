@@ -39,8 +39,8 @@
 #include "daemon/agent/sampler.h"
 #include "daemon/agent/shard_placement.h"
 #include "daemon/agent/upload_fanout.h"
-#include "daemon/agent/xid_reader.h"
 #include "daemon/agent/uploader.h"
+#include "daemon/agent/xid_reader.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/http_server.h"
 #include "daemon/common/log.h"
@@ -321,8 +321,7 @@ int main(int argc, char** argv) {
     collectors.push_back(std::move(c));
   }
   // The cgroups come from the collective listener, made later: the collector asks through this.
-  auto cgroup_source = std::make_shared<
-      std::function<std::vector<std::string>()>>();
+  auto cgroup_source = std::make_shared<std::function<std::vector<std::string>()>>();
   if (absl::GetFlag(FLAGS_host_signals)) {
     ringside::collectors::HostOptions ho;
     ho.procfs_root = absl::GetFlag(FLAGS_procfs_root);

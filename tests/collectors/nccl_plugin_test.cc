@@ -685,8 +685,7 @@ TEST_F(NcclPluginTest, AnAgentThatSpeaksOnlyVersionOneGetsEveryRecordInVersionOn
   ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
   EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives + 1));
   EXPECT_EQ(old.dropped(), 0u);
-  EXPECT_EQ(old.refused(), 3u)
-      << "refused hellos of versions 4, 3 and 2, then version 1 for good";
+  EXPECT_EQ(old.refused(), 3u) << "refused hellos of versions 4, 3 and 2, then version 1 for good";
   EXPECT_EQ(old.garbage(), 0u);
   EXPECT_EQ(old.v2_records(), 0u);
 }
@@ -772,9 +771,9 @@ TEST_F(NcclPluginTest, InitFindsTheCudaDeviceInTheAlreadyLoadedCudaLibrary) {
       if (cases[k].device >= 0) EXPECT_EQ(got[i].cuda_device(), cases[k].device) << "case " << k;
       // Format version 4: the device's PCI address, from the same CUDA library (the fake says
       // "0000:1<D>:00.0" in CUDA's uppercase; the record carries the sysfs form).
-      EXPECT_EQ(got[i].gpu_pci_bus_id(),
-                cases[k].device >= 0 ? absl::StrFormat("0000:%02x:00.0", 0x10 + cases[k].device)
-                                     : "")
+      EXPECT_EQ(
+          got[i].gpu_pci_bus_id(),
+          cases[k].device >= 0 ? absl::StrFormat("0000:%02x:00.0", 0x10 + cases[k].device) : "")
           << "case " << k;
     }
   }

@@ -54,11 +54,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectors/nvml/nvml_types.h"
@@ -394,10 +394,10 @@ FAKE_NVML_EXPORT nv::Return nvmlDeviceGetCurrentClocksEventReasons(nv::Device de
 }
 #endif
 
-FAKE_NVML_EXPORT nv::Return nvmlDeviceGetCurrentClocksThrottleReasons(
-    nv::Device device, unsigned long long* reasons) {
-  return Answer(nv::kDeviceGetClocksThrottleReasonsSymbol, device,
-                &FakeGpu::clocks_event_reasons, reasons);
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetCurrentClocksThrottleReasons(nv::Device device,
+                                                                      unsigned long long* reasons) {
+  return Answer(nv::kDeviceGetClocksThrottleReasonsSymbol, device, &FakeGpu::clocks_event_reasons,
+                reasons);
 }
 
 FAKE_NVML_EXPORT nv::Return nvmlDeviceGetClockInfo(nv::Device device, int type, unsigned int* mhz) {
@@ -438,8 +438,7 @@ FAKE_NVML_EXPORT nv::Return nvmlDeviceGetCurrPcieLinkGeneration(nv::Device devic
                                                                 unsigned int* v) {
   return Answer(nv::kDeviceGetCurrPcieLinkGenerationSymbol, device, &FakeGpu::pcie_gen, v);
 }
-FAKE_NVML_EXPORT nv::Return nvmlDeviceGetMaxPcieLinkGeneration(nv::Device device,
-                                                               unsigned int* v) {
+FAKE_NVML_EXPORT nv::Return nvmlDeviceGetMaxPcieLinkGeneration(nv::Device device, unsigned int* v) {
   return Answer(nv::kDeviceGetMaxPcieLinkGenerationSymbol, device, &FakeGpu::pcie_gen_max, v);
 }
 FAKE_NVML_EXPORT nv::Return nvmlDeviceGetCurrPcieLinkWidth(nv::Device device, unsigned int* v) {
@@ -538,8 +537,7 @@ FAKE_NVML_EXPORT nv::Return nvmlDeviceRegisterEvents(nv::Device device, unsigned
 #ifndef FAKE_NVML_OLD_DRIVER
 FAKE_NVML_EXPORT nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData* data,
                                                 unsigned int timeout_ms) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     bool frozen = false;
     {
@@ -553,9 +551,9 @@ FAKE_NVML_EXPORT nv::Return nvmlEventSetWait_v2(nv::EventSet set, nv::EventData*
       std::vector<FakeGpu>& gpus = call.cfg().gpus;
       for (size_t i = 0; i < gpus.size() && i < kMaxGpus; ++i) {
         if (!g_xid_registered[i] || g_xid_delivered[i] >= gpus[i].xids.size()) continue;
-        *data = nv::EventData{reinterpret_cast<nv::Device>(&g_slots[i]),
-                              nv::kEventTypeXidCriticalError, gpus[i].xids[g_xid_delivered[i]],
-                              0xffffffffu, 0xffffffffu};
+        *data =
+            nv::EventData{reinterpret_cast<nv::Device>(&g_slots[i]), nv::kEventTypeXidCriticalError,
+                          gpus[i].xids[g_xid_delivered[i]], 0xffffffffu, 0xffffffffu};
         ++g_xid_delivered[i];
         return nv::kSuccess;
       }

@@ -129,18 +129,19 @@ Config LoadConfig() {
       cfg.nvml_version = w[1];
     } else if (d == "clocks_event_reasons") {
       need(2, true);
-      gpu->clocks_event_reasons = w[1] == "-" ? -1 : static_cast<long long>(ParseU64(w[1], line_no));
+      gpu->clocks_event_reasons =
+          w[1] == "-" ? -1 : static_cast<long long>(ParseU64(w[1], line_no));
     } else if (d == "signal") {
       // signal <name> <value|->: one of the GPU signals below.
       need(3, true);
       const long long v = w[2] == "-" ? -1 : static_cast<long long>(ParseU64(w[2], line_no));
       const std::pair<const char*, long long*> kSignals[] = {
-          {"sm_clock", &gpu->sm_clock},         {"sm_clock_max", &gpu->sm_clock_max},
-          {"temperature", &gpu->temperature},   {"power", &gpu->power},
-          {"power_limit", &gpu->power_limit},   {"utilization", &gpu->utilization},
-          {"pcie_gen", &gpu->pcie_gen},         {"pcie_gen_max", &gpu->pcie_gen_max},
-          {"pcie_width", &gpu->pcie_width},     {"pcie_width_max", &gpu->pcie_width_max},
-          {"pcie_replay", &gpu->pcie_replay},   {"ecc_uncorrected", &gpu->ecc_uncorrected},
+          {"sm_clock", &gpu->sm_clock},           {"sm_clock_max", &gpu->sm_clock_max},
+          {"temperature", &gpu->temperature},     {"power", &gpu->power},
+          {"power_limit", &gpu->power_limit},     {"utilization", &gpu->utilization},
+          {"pcie_gen", &gpu->pcie_gen},           {"pcie_gen_max", &gpu->pcie_gen_max},
+          {"pcie_width", &gpu->pcie_width},       {"pcie_width_max", &gpu->pcie_width_max},
+          {"pcie_replay", &gpu->pcie_replay},     {"ecc_uncorrected", &gpu->ecc_uncorrected},
           {"remap_pending", &gpu->remap_pending}, {"remap_failure", &gpu->remap_failure},
       };
       bool known = false;
