@@ -3,9 +3,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "sim/host_state.h"
 #include "sim/job_runner.h"
 #include "sim/node_build.h"
 #include "sim/sim_names.h"
@@ -85,6 +86,7 @@ struct Cluster::Node {
   std::unique_ptr<SysfsTreeWriter> tree;
   std::unique_ptr<NodeAnimator> animator;
   std::unique_ptr<NvmlState> nvml;
+  std::unique_ptr<HostState> host;
   bool nvml_dynamic = false;
   ChildProcess agent;
   bool crashed = false;  // killed by a fault, not yet restarted
@@ -198,10 +200,17 @@ absl::Status Cluster::BuildNode(int i) {
                                                s_.seed * 1000003 + i, n->ethtool, ao);
   for (PortFault& f : PortFaultsOfNode(s_, i)) n->animator->AddFault(std::move(f));
   for (const FaultSpec& f : s_.faults) {
-    if (f.kind == FaultKind::kNvlinkDegraded && f.node == i) n->nvml_dynamic = true;
+    if ((f.kind == FaultKind::kNvlinkDegraded || f.kind == FaultKind::kGpuThermalSlowdown ||
+         f.kind == FaultKind::kGpuXid) &&
+        f.node == i) {
+      n->nvml_dynamic = true;
+    }
+    if (f.kind == FaultKind::kGpuPowerCap) n->nvml_dynamic = true;
   }
   n->nvml = std::make_unique<NvmlState>(n->nvml_config, i, s_.gpus, s_.nvlinks);
   if (absl::Status s = n->nvml->Write(); !s.ok()) return s;
+  n->host = std::make_unique<HostState>(n->dir, i * s_.gpus, s_.gpus);
+  if (absl::Status s = n->host->Write(absl::ZeroDuration()); !s.ok()) return s;
   if (absl::Status s = n->animator->Step(absl::ZeroDuration()); !s.ok()) return s;
   nodes_.push_back(std::move(n));
   return absl::OkStatus();
@@ -268,6 +277,7 @@ absl::Status Cluster::StartAgent(Node& n) {
       "--nvml-library=" + o_.nvml_library,
       "--link-events=false",
       "--collectives-socket=" + n.socket,
+      "--procfs-root=" + n.host->procfs_root(),  // the node's pressure files
   };
   if (Sharded()) {
     argv.push_back("--shard-map=" + shard_map_);
@@ -301,6 +311,8 @@ absl::Status Cluster::StartJob(Node& n) {
       if (getppid() != parent) _exit(1);
       signal(SIGTERM, JobStop);
       signal(SIGINT, SIG_IGN);
+      // The rank's own cgroup, as its plugin reads /proc/self/cgroup (sim/host_state.h).
+      setenv("RINGSIDE_PROC_SELF_CGROUP", n.host->CgroupFile(rank).c_str(), 1);
       _exit(RunRankJob(s_, rank, o_.plugin, n.socket, t0_ns_, &g_job_stop));
     }
     n.jobs.push_back(pid);
@@ -327,6 +339,14 @@ std::vector<std::string> Cluster::Step(absl::Duration t) {
       if (f.kind == FaultKind::kNvlinkDegraded) {
         absl::StrAppend(&what, " GPU ", f.gpu, " NVLink ", f.link);
       }
+      if (f.kind == FaultKind::kGpuThermalSlowdown) absl::StrAppend(&what, " GPU ", f.gpu);
+      if (f.kind == FaultKind::kGpuXid) absl::StrAppend(&what, " GPU ", f.gpu, " XID ", f.xid);
+      if (f.kind == FaultKind::kGpuPowerCap) what = "gpu_power_cap on every GPU of every node";
+      if (f.kind == FaultKind::kGpuXid) n.nvml->AddXid(f.gpu, f.xid);
+      if (f.kind == FaultKind::kCpuThrottled) {
+        absl::StrAppend(&what, " cgroup ", RankCgroup(f.rank), " throttled ",
+                        f.throttled_share * 100, "% of each period");
+      }
       if (f.rank >= 0) absl::StrAppend(&what, ", rank ", f.rank, " ", f.slowdown_pct, "% slower");
       if (f.kind == FaultKind::kJobSlowdown) absl::StrAppend(&what, ", collectives ", f.factor, "x");
       if (!f.note.empty()) absl::StrAppend(&what, " — ", f.note);
@@ -345,6 +365,18 @@ std::vector<std::string> Cluster::Step(absl::Duration t) {
         else said.push_back(absl::StrCat("agent of ", n.name, " restarted"));
       }
     }
+    // GPU throttling follows the fault's window (wall clock: the fake's counters tick on it).
+    if (f.kind == FaultKind::kGpuThermalSlowdown) {
+      n.nvml->SetThermalSlowdown(f.gpu, active, absl::Now());
+    }
+    if (f.kind == FaultKind::kGpuPowerCap) {
+      for (auto& node : nodes_) {
+        for (int g = 0; g < s_.gpus; ++g) node->nvml->SetPowerCap(g, active, absl::Now());
+      }
+    }
+    if (f.kind == FaultKind::kCpuThrottled) {
+      n.host->SetThrottled(f.rank, active ? f.throttled_share : 0, t);
+    }
     if (active && f.kind == FaultKind::kNvlinkDegraded) {
       n.nvml->AddErrors(f.gpu, f.link, static_cast<uint64_t>(1 + 2 * dt),
                         static_cast<uint64_t>(500 * dt));
@@ -353,6 +385,7 @@ std::vector<std::string> Cluster::Step(absl::Duration t) {
   for (auto& n : nodes_) {
     if (absl::Status s = n->animator->Step(t); !s.ok()) said.push_back("animator: " + s.ToString());
     if (absl::Status s = n->nvml->Write(); !s.ok()) said.push_back("nvml: " + s.ToString());
+    if (absl::Status s = n->host->Write(t); !s.ok()) said.push_back("host: " + s.ToString());
   }
   return said;
 }

@@ -30,6 +30,10 @@ constexpr KindName kKinds[] = {
     {FaultKind::kJobSlowdown, "job_slowdown"},
     {FaultKind::kCounterReset, "counter_reset"},
     {FaultKind::kAgentCrash, "agent_crash"},
+    {FaultKind::kGpuThermalSlowdown, "gpu_thermal_slowdown"},
+    {FaultKind::kGpuPowerCap, "gpu_power_cap"},
+    {FaultKind::kGpuXid, "gpu_xid"},
+    {FaultKind::kCpuThrottled, "cpu_throttled"},
 };
 
 // "20s", "1m30s", "500ms"; a bare number is seconds.
@@ -109,15 +113,21 @@ absl::StatusOr<FaultSpec> ParseFault(const YAML::Node& n, const Scenario& s) {
   GetScalar(n, "rank", &f.rank);
   GetScalar(n, "slowdown_pct", &f.slowdown_pct);
   GetScalar(n, "factor", &f.factor);
+  GetScalar(n, "xid", &f.xid);
+  GetScalar(n, "throttled_share", &f.throttled_share);
   GetScalar(n, "note", &f.note);
   if (absl::Status st = Get(n, "start", &f.start); !st.ok()) return st;
   if (absl::Status st = Get(n, "duration", &f.duration); !st.ok()) return st;
   if (f.rank >= s.ranks()) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", f.rank, " outside the job's ", s.ranks()));
   }
-  if (f.kind == FaultKind::kStraggler) {
-    if (f.rank < 0) return absl::InvalidArgumentError("a straggler fault needs a rank");
+  if (f.kind == FaultKind::kStraggler || f.kind == FaultKind::kCpuThrottled) {
+    if (f.rank < 0)
+      return absl::InvalidArgumentError(absl::StrCat("a ", kind, " fault needs a rank"));
     f.node = f.rank / s.gpus;
+  }
+  if (f.throttled_share <= 0 || f.throttled_share > 1) {
+    return absl::InvalidArgumentError("throttled_share must be in (0, 1]");
   }
   if (f.gpu < 0 || f.gpu >= s.gpus || f.link < 0 || f.link >= s.nvlinks) {
     return absl::InvalidArgumentError("gpu or link outside the node");
@@ -280,7 +290,12 @@ void FillDefaultExpectations(Scenario& s) {
           break;
         case FaultKind::kCounterReset:
         case FaultKind::kAgentCrash:
+        case FaultKind::kGpuPowerCap:
           break;  // must raise nothing
+        case FaultKind::kGpuThermalSlowdown:
+        case FaultKind::kGpuXid:
+        case FaultKind::kCpuThrottled:
+          break;  // the incident kinds and causes are the scenario's to name (expect:)
       }
       // A fabric fault that slows a rank: that rank is a straggler caused by the fault.
       if (f.rank >= 0 && f.slowdown_pct > 0 && f.kind != FaultKind::kStraggler &&

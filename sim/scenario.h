@@ -33,6 +33,13 @@ enum class FaultKind {
   kJobSlowdown,     // every collective takes longer (no culprit)
   kCounterReset,    // driver reload: every counter of the node back to 0
   kAgentCrash,      // the node's agent is killed and restarted after `duration`
+  // GPU faults through the fake NVML (sim/nvml_state.h; docs/simulator.md). With `rank` and
+  // `slowdown_pct` the GPU's rank also computes slower, as a throttled GPU makes it.
+  kGpuThermalSlowdown,  // `gpu` of `node` in hardware thermal slowdown
+  kGpuPowerCap,         // every GPU of every node at its software power cap (normal under load)
+  kGpuXid,              // XID `xid` on `gpu` of `node`, once at `start`
+  kCpuThrottled,        // `rank`'s cgroup hits its CPU quota (sim/host_state.h); with
+                        // `slowdown_pct` the rank also computes (arrives) that much later
 };
 
 absl::string_view FaultKindName(FaultKind k);
@@ -46,6 +53,8 @@ struct FaultSpec {
   int rank = -1;           // straggler: the global rank; fabric faults: a rank they slow (-1 none)
   double slowdown_pct = 0; // straggler / fabric-caused straggler: compute slower by this much
   double factor = 2.0;     // job_slowdown: collectives take this many times longer
+  uint64_t xid = 79;       // gpu_xid: the XID number
+  double throttled_share = 0.4;  // cpu_throttled: share of each quota period throttled
   absl::Duration start;
   absl::Duration duration = absl::Seconds(30);
   std::string note;        // printed when injected

@@ -22,7 +22,10 @@ Window FaultWindow(const Scenario& s, absl::Time t0, const FaultSpec& f) {
 
 bool In(const Window& w, absl::Time t) { return t >= w.from && t <= w.to; }
 
-bool Negative(FaultKind k) { return k == FaultKind::kCounterReset || k == FaultKind::kAgentCrash; }
+bool Negative(FaultKind k) {
+  return k == FaultKind::kCounterReset || k == FaultKind::kAgentCrash ||
+         k == FaultKind::kGpuPowerCap;
+}
 
 }  // namespace
 

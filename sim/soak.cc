@@ -34,7 +34,9 @@ constexpr int kMaxRecordsPerMessage = 2048;  // UploaderOptions::max_collective_
 
 absl::Status CheckScenario(const Scenario& s, analysis::FabricAnalysisOptions* detection) {
   for (const FaultSpec& f : s.faults) {
-    if (f.kind == FaultKind::kAgentCrash || f.kind == FaultKind::kNvlinkDegraded) {
+    if (f.kind == FaultKind::kAgentCrash || f.kind == FaultKind::kNvlinkDegraded ||
+        f.kind == FaultKind::kGpuThermalSlowdown || f.kind == FaultKind::kGpuPowerCap ||
+        f.kind == FaultKind::kGpuXid || f.kind == FaultKind::kCpuThrottled) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the soak does not simulate ", FaultKindName(f.kind),
           " faults (no agent processes, no NVML); use `ringside-sim run` for this scenario"));

@@ -24,6 +24,16 @@ absl::string_view UnitName(Unit unit) {
       return "enum";
     case Unit::kPackedBer:
       return "packed-ber";
+    case Unit::kNanoseconds:
+      return "nanoseconds";
+    case Unit::kMegahertz:
+      return "megahertz";
+    case Unit::kCelsius:
+      return "celsius";
+    case Unit::kMilliwatts:
+      return "milliwatts";
+    case Unit::kPercent:
+      return "percent";
   }
   return "unknown";
 }

@@ -27,17 +27,22 @@ enum class SeriesKind : uint8_t { kCounter = 0, kGauge = 1, kState = 2 };
 
 // The unit of the raw value as the source reports it.
 enum class Unit : uint8_t {
-  kCount = 0,        // events, errors, frames
-  kPackets,          // packets
-  kBytes,            // octets
-  kFourByteWords,    // IB PMA data counters: octets divided by 4
-  kTicks,            // port_xmit_wait: device-defined ticks
-  kMicroseconds,     // pause durations
-  kMilliseconds,     // hw_counters/lifespan
-  kBytesPerSecond,   // link rate, converted from the sysfs text
-  kEnum,             // a state id
-  kPackedBer,        // NVML packed bit-error rate: mantissa in bits 8-11, exponent in bits
-                     // 0-7, BER = mantissa x 10^-exponent (DecodeNvlinkBer)
+  kCount = 0,       // events, errors, frames
+  kPackets,         // packets
+  kBytes,           // octets
+  kFourByteWords,   // IB PMA data counters: octets divided by 4
+  kTicks,           // port_xmit_wait: device-defined ticks
+  kMicroseconds,    // pause durations
+  kMilliseconds,    // hw_counters/lifespan
+  kBytesPerSecond,  // link rate, converted from the sysfs text
+  kEnum,            // a state id
+  kPackedBer,       // NVML packed bit-error rate: mantissa in bits 8-11, exponent in bits
+                    // 0-7, BER = mantissa x 10^-exponent (DecodeNvlinkBer)
+  kNanoseconds,     // NVML throttle-time counters
+  kMegahertz,       // GPU clocks
+  kCelsius,         // GPU temperature
+  kMilliwatts,      // GPU power and power limit
+  kPercent,         // GPU utilisation
 };
 
 absl::string_view UnitName(Unit unit);
@@ -69,6 +74,10 @@ enum class ValueStatus : uint8_t {
   kOk = 0,
   kUnavailable,  // the source says it has no value ("N/A (no PMA)", speed -1): not an error
   kError,        // the read or parse failed; counted as a read error
+  // A valid value read in an earlier cycle and carried over, because its source is read less
+  // often than every cycle (NVML's expensive calls, --nvml-slow-interval): /metrics shows it, but
+  // it is not uploaded again as a new sample, so rates over uploaded samples stay exact.
+  kStale,
 };
 
 struct Value {

@@ -29,7 +29,46 @@ bool AskLoaded(const char* soname, const char* symbol, int* device) noexcept {
   return ok;
 }
 
+// cudaError_t cudaDeviceGetPCIBusId(char*, int len, int device) and CUresult
+// cuDeviceGetPCIBusId(char*, int len, CUdevice): the same shape.
+using GetPciBusIdFn = int (*)(char* out, int len, int device);
+
+bool AskBusId(GetPciBusIdFn fn, int ordinal, char* out, int size) noexcept {
+  if (fn == nullptr || size <= 1) return false;
+  out[0] = '\0';
+  if (fn(out, size, ordinal) != 0) {
+    out[0] = '\0';
+    return false;
+  }
+  out[size - 1] = '\0';
+  return out[0] != '\0';
+}
+
+bool AskLoadedBusId(const char* soname, const char* symbol, int ordinal, char* out,
+                    int size) noexcept {
+  void* lib = ::dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return false;
+  const bool ok =
+      AskBusId(reinterpret_cast<GetPciBusIdFn>(::dlsym(lib, symbol)), ordinal, out, size);
+  ::dlclose(lib);
+  return ok;
+}
+
 }  // namespace
+
+bool CudaPciBusId(int ordinal, char* out, int size) noexcept {
+  if (out == nullptr || size <= 0) return false;
+  out[0] = '\0';
+  if (ordinal < 0) return false;
+  if (AskBusId(reinterpret_cast<GetPciBusIdFn>(::dlsym(RTLD_DEFAULT, "cudaDeviceGetPCIBusId")),
+               ordinal, out, size)) {
+    return true;
+  }
+  for (const char* soname : kRuntimeSonames) {
+    if (AskLoadedBusId(soname, "cudaDeviceGetPCIBusId", ordinal, out, size)) return true;
+  }
+  return AskLoadedBusId(kDriverSoname, "cuDeviceGetPCIBusId", ordinal, out, size);
+}
 
 CudaDevice CurrentCudaDevice() noexcept {
   CudaDevice out;

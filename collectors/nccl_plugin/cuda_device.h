@@ -31,6 +31,12 @@ CudaDevice CurrentCudaDevice() noexcept;
 
 const char* CudaDeviceSourceName(CudaDeviceSource source) noexcept;
 
+// The PCI address of CUDA device `ordinal` as the already-loaded CUDA library reports it
+// (cudaDeviceGetPCIBusId, else cuDeviceGetPCIBusId, looked up as CurrentCudaDevice does), in
+// `out[size]` ("0000:19:00.0": CUDA's spelling; normalise with collectors/common/pci_bus_id.h).
+// False (and "") when no CUDA library answers. Takes the loader's lock: at init only.
+bool CudaPciBusId(int ordinal, char* out, int size) noexcept;
+
 }  // namespace ringside::collectors
 
 #endif  // RINGSIDE_COLLECTORS_NCCL_PLUGIN_CUDA_DEVICE_H_

@@ -1,9 +1,11 @@
 #include "collectors/nccl_plugin/identity.h"
 
+#include <fcntl.h>
 #include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -56,6 +58,41 @@ const char* PodFromEnvironment(FixedString<kPodSize>* pod,
   pod->Set(name, name_len);
   pod_namespace->Set(ns, ns_len);
   return "";
+}
+
+const char* CgroupFromProc(FixedString<kCgroupSize>* cgroup, const char* path) noexcept {
+  cgroup->Clear();
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "no /proc/self/cgroup";
+  char buf[8192];
+  size_t have = 0;
+  for (;;) {
+    const ssize_t r = ::read(fd, buf + have, sizeof(buf) - 1 - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+    if (have == sizeof(buf) - 1) break;
+  }
+  ::close(fd);
+  buf[have] = '\0';
+  // Lines "hierarchy-id:controllers:path"; cgroup v2 is "0::/path".
+  for (char* line = buf; line != nullptr && *line != '\0';) {
+    char* next = std::strchr(line, '\n');
+    const size_t len = next != nullptr ? static_cast<size_t>(next - line) : std::strlen(line);
+    if (len >= 3 && std::strncmp(line, "0::", 3) == 0) {
+      const char* p = line + 3;
+      const size_t plen = len - 3;
+      if (plen == 1 && p[0] == '/') {
+        return "cgroup \"/\" (a private cgroup namespace hides the path): no CPU throttling "
+               "from the agent";
+      }
+      if (!ValidCgroupPath(p, plen)) return "cgroup path too long or not plain";
+      cgroup->Set(p, plen);
+      return "";
+    }
+    line = next != nullptr ? next + 1 : nullptr;
+  }
+  return "no cgroup v2 line in /proc/self/cgroup";
 }
 
 void HostName(FixedString<kHostSize>* host) noexcept {

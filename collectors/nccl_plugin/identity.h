@@ -26,6 +26,14 @@ void ResolveJobId(const char* comm_name, uint64_t comm_id,
 const char* PodFromEnvironment(FixedString<kPodSize>* pod,
                                FixedString<kPodNamespaceSize>* pod_namespace) noexcept;
 
+// The process's cgroup v2 path: the "0::<path>" line of `proc_self_cgroup` (/proc/self/cgroup),
+// read with one fixed buffer. Returns "" with `cgroup` set; otherwise `cgroup` stays empty and it
+// returns why (no cgroup v2 line, a path too long or not a plain path, or "/": the root of a
+// private cgroup namespace, which is what a container usually sees and names nothing the agent
+// can read). Read at the first communicator init, never on the hot path.
+const char* CgroupFromProc(FixedString<kCgroupSize>* cgroup,
+                           const char* proc_self_cgroup = "/proc/self/cgroup") noexcept;
+
 // gethostname(), or "localhost".
 void HostName(FixedString<kHostSize>* host) noexcept;
 

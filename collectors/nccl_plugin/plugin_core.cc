@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "collectors/common/pci_bus_id.h"
 #include "collectors/nccl_plugin/cuda_device.h"
 #include "collectors/nccl_plugin/event_pool.h"
 #include "collectors/nccl_plugin/identity.h"
@@ -307,8 +308,24 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
   ResolveJobId(comm_name, comm_id, &ctx->job_id);
   const CudaDevice device = CurrentCudaDevice();  // before any lock: it takes the loader's
   ctx->cuda_device = device.ordinal;
+  // Its PCI address (format version 4), so the agent maps the rank to the GPU NVML names.
+  char bus_id[64] = {};
+  GpuSlot slot;
+  PciAddress address;
+  if (CudaPciBusId(device.ordinal, bus_id, sizeof(bus_id)) &&
+      ParsePciAddress(bus_id, sizeof(bus_id), &address)) {
+    slot = GpuSlot{true, address.domain, address.bus, address.device, address.function};
+  }
+  char bus_id_sysfs[kPciBusIdSize] = "-";
+  if (slot.present) {
+    FormatPciAddress(address, bus_id_sysfs, sizeof(bus_id_sysfs));
+    if (device.ordinal < static_cast<int>(kMaxGpuSlots)) {
+      g_shared.gpu_slots[device.ordinal].store(PackGpuSlot(slot), std::memory_order_relaxed);
+    }
+  }
 
   const char* pod_problem = nullptr;
+  const char* cgroup_problem = nullptr;
   pthread_mutex_lock(&g_init_mu);
   if (!g_atfork_registered) {
     g_atfork_registered = pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild) == 0;
@@ -321,6 +338,11 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
     g_shared.clock_synchronized.store(SystemClockSynchronized(), std::memory_order_relaxed);
     if (!JobIdFromEnvironment(&g_shared.batch_job)) g_shared.batch_job = ctx->job_id;
     pod_problem = PodFromEnvironment(&g_shared.pod, &g_shared.pod_namespace);
+    // $RINGSIDE_PROC_SELF_CGROUP stands for /proc/self/cgroup (the simulator gives each rank one).
+    const char* cgroup_file = ::getenv("RINGSIDE_PROC_SELF_CGROUP");
+    cgroup_problem = CgroupFromProc(
+        &g_shared.cgroup,
+        cgroup_file != nullptr && cgroup_file[0] != '\0' ? cgroup_file : "/proc/self/cgroup");
     const char* path = ::getenv("RINGSIDE_SOCKET");
     g_sender.SetSocketPath(path != nullptr && path[0] != '\0' ? path : kDefaultSocket);
   }
@@ -336,18 +358,21 @@ Result PluginInit(int abi_version, void** context, uint64_t comm_id, int* mask,
     logfn(nccl_abi::kLogWarn, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__, "ringside: %s",
           pod_problem);
   }
+  if (cgroup_problem != nullptr && cgroup_problem[0] != '\0' && logfn != nullptr) {
+    logfn(nccl_abi::kLogInfo, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__, "ringside: %s",
+          cgroup_problem);
+  }
 
   __atomic_store_n(mask, abi_version >= 6 ? kActivationMaskV6 : kActivationMask,
                    __ATOMIC_RELAXED);
   if (logfn != nullptr) {
     logfn(nccl_abi::kLogInfo, nccl_abi::kLogSubsysProfile, __FILE__, __LINE__,
           "ringside: NCCL profiler v%d, comm %016llx \"%s\" rank %d/%d (%d nodes), cuda device "
-          "%d (%s), job \"%s\", pod %s%s%s, records to %s%s",
+          "%d (%s) pci %s, job \"%s\", pod %s%s%s, records to %s%s",
           abi_version, static_cast<unsigned long long>(comm_id), ctx->comm_name.c_str(), rank,
-          nranks, n_nodes, ctx->cuda_device, CudaDeviceSourceName(device.source),
-          ctx->job_id.c_str(),
-          pod.empty() ? "-" : pod_namespace.c_str(), pod.empty() ? "" : "/", pod.c_str(),
-          socket[0] != '\0' ? socket : "(path too long)",
+          nranks, n_nodes, ctx->cuda_device, CudaDeviceSourceName(device.source), bus_id_sysfs,
+          ctx->job_id.c_str(), pod.empty() ? "-" : pod_namespace.c_str(), pod.empty() ? "" : "/",
+          pod.c_str(), socket[0] != '\0' ? socket : "(path too long)",
           sending ? "" : " (no sender thread: records are dropped)");
   }
   *context = ctx;

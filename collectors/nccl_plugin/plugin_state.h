@@ -33,7 +33,30 @@ struct PluginShared {
   // version 2, which carries it in every batch header.
   FixedString<kPodSize> pod;
   FixedString<kPodNamespaceSize> pod_namespace;
+  // Format version 4: the process's cgroup v2 path (read at the first communicator init, before the
+  // sender starts) and its CUDA devices' PCI addresses by ordinal (PackGpuSlot; set at each
+  // communicator init, read by the sender for every header).
+  FixedString<kCgroupSize> cgroup;
+  std::atomic<uint64_t> gpu_slots[kMaxGpuSlots] = {};
 };
+
+// A GpuSlot in one word, so that the init thread and the sender share it without a lock:
+// bit 63 present, bits 16-47 domain, 8-15 bus, 3-7 device, 0-2 function.
+constexpr uint64_t PackGpuSlot(const GpuSlot& g) noexcept {
+  if (!g.present) return 0;
+  return (uint64_t{1} << 63) | (uint64_t{g.domain} << 16) | (uint64_t{g.bus} << 8) |
+         (uint64_t{static_cast<uint8_t>(g.device & 0x1f)} << 3) | (g.function & 7u);
+}
+constexpr GpuSlot UnpackGpuSlot(uint64_t v) noexcept {
+  GpuSlot g;
+  if ((v >> 63) == 0) return g;
+  g.present = true;
+  g.domain = static_cast<uint32_t>(v >> 16);
+  g.bus = static_cast<uint8_t>(v >> 8);
+  g.device = static_cast<uint8_t>((v >> 3) & 0x1f);
+  g.function = static_cast<uint8_t>(v & 7);
+  return g;
+}
 
 extern PluginShared g_shared;
 

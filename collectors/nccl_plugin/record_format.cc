@@ -45,6 +45,10 @@ static_assert(kHdrJobId + kJobIdSize == kBatchHeaderSize);
 constexpr size_t kHdrPod = kBatchHeaderSize;                 // 96
 constexpr size_t kHdrPodNamespace = kHdrPod + kPodSize;      // 352
 static_assert(kHdrPodNamespace + kPodNamespaceSize == kBatchHeaderSizeV2);
+// Version 4 appends the cgroup and the GPU table.
+constexpr size_t kHdrCgroup = kBatchHeaderSizeV2;      // 416
+constexpr size_t kHdrGpus = kHdrCgroup + kCgroupSize;  // 928
+static_assert(kHdrGpus + kMaxGpuSlots * kGpuSlotSize == kBatchHeaderSizeV4);
 
 // Little-endian stores and loads, independent of the host's byte order.
 inline void Put16(uint8_t* p, uint16_t v) {
@@ -169,6 +173,25 @@ bool ValidPodNamespace(const char* s, size_t len) noexcept {
   return KubernetesName(s, len, kMaxPodNamespaceLength, "-");
 }
 
+bool ValidCgroupPath(const char* s, size_t len) noexcept {
+  if (s == nullptr || len < 2 || len > kCgroupSize - 1 || s[0] != '/') return false;
+  size_t component = 0;  // length of the current component
+  size_t dots = 0;       // its dots, while it is only dots
+  for (size_t i = 1; i <= len; ++i) {
+    if (i == len || s[i] == '/') {
+      if (component == 0 || (dots == component && dots <= 2)) return false;  // "", ".", ".."
+      component = 0;
+      dots = 0;
+      continue;
+    }
+    const char c = s[i];
+    if (c < 0x21 || c > 0x7e) return false;
+    ++component;
+    if (c == '.') ++dots;
+  }
+  return true;
+}
+
 void EncodeRecord(const CollectiveRecordFields& r, uint8_t* out, uint16_t version) noexcept {
   Put32(out + kRecMagic, kRecordMagic);
   Put16(out + kRecVersion, kRecordLayoutVersion);
@@ -203,10 +226,12 @@ void DowngradeRecord(uint8_t* record, uint16_t version) noexcept {
 }
 
 void EncodeBatchHeader(const BatchHeaderFields& h, uint8_t* out) noexcept {
-  const bool v2 = h.version == kFormatVersion2 || h.version == kFormatVersion3;
+  const bool v2 =
+      h.version == kFormatVersion2 || h.version == kFormatVersion3 || h.version == kFormatVersion4;
+  const bool v4 = h.version == kFormatVersion4;
   Put32(out + kHdrMagic, kBatchMagic);
   Put16(out + kHdrVersion, v2 ? h.version : kFormatVersion1);
-  Put16(out + kHdrLength, static_cast<uint16_t>(v2 ? kBatchHeaderSizeV2 : kBatchHeaderSize));
+  Put16(out + kHdrLength, static_cast<uint16_t>(BatchHeaderSize(v2 ? h.version : kFormatVersion1)));
   Put32(out + kHdrFlags, 0);
   Put32(out + kHdrCount, h.record_count);
   Put16(out + kHdrRecordLength, static_cast<uint16_t>(kRecordSize));
@@ -217,6 +242,22 @@ void EncodeBatchHeader(const BatchHeaderFields& h, uint8_t* out) noexcept {
   if (v2) {
     std::memcpy(out + kHdrPod, h.pod.bytes(), kPodSize);
     std::memcpy(out + kHdrPodNamespace, h.pod_namespace.bytes(), kPodNamespaceSize);
+  }
+  if (v4) {
+    // A cgroup the decoder would refuse goes out empty, so a sender never sends a rejected frame.
+    const bool cgroup_ok = ValidCgroupPath(h.cgroup.c_str(), h.cgroup.size());
+    std::memset(out + kHdrCgroup, 0, kCgroupSize);
+    if (cgroup_ok) std::memcpy(out + kHdrCgroup, h.cgroup.bytes(), kCgroupSize);
+    for (size_t i = 0; i < kMaxGpuSlots; ++i) {
+      uint8_t* slot = out + kHdrGpus + i * kGpuSlotSize;
+      const GpuSlot& g = h.gpus[i];
+      const bool ok = g.present && g.device <= 0x1f && g.function <= 7;
+      Put32(slot, ok ? g.domain : 0);
+      slot[4] = ok ? g.bus : 0;
+      slot[5] = ok ? g.device : 0;
+      slot[6] = ok ? g.function : 0;
+      slot[7] = ok ? 1 : 0;
+    }
   }
 }
 
@@ -249,14 +290,15 @@ DecodeStatus DecodeBatchHeader(const uint8_t* p, size_t size, BatchHeaderFields*
     return Fail(DecodeError::kBadMagic, "batch magic is not RSCB");
   }
   if (size >= 6 && BatchHeaderSize(Get16(p + kHdrVersion)) == 0) {
-    return Fail(DecodeError::kBadVersion, "batch version is not 1, 2 or 3");
+    return Fail(DecodeError::kBadVersion, "batch version is not 1, 2, 3 or 4");
   }
   const uint16_t version = size >= 6 ? Get16(p + kHdrVersion) : kFormatVersion1;
   const size_t header_size = BatchHeaderSize(version);
   if (size < header_size) return Fail(DecodeError::kTruncated, "batch header incomplete");
   if (Get16(p + kHdrLength) != header_size) {
-    return Fail(DecodeError::kBadLength, version == kFormatVersion1
-                                             ? "batch header_length is not 96 (version 1)"
+    return Fail(DecodeError::kBadLength,
+                version == kFormatVersion1   ? "batch header_length is not 96 (version 1)"
+                : version == kFormatVersion4 ? "batch header_length is not 1056 (version 4)"
                                              : "batch header_length is not 416 (version 2, 3)");
   }
   if (Get16(p + kHdrRecordLength) != kRecordSize) {
@@ -288,6 +330,30 @@ DecodeStatus DecodeBatchHeader(const uint8_t* p, size_t size, BatchHeaderFields*
     std::memcpy(out.pod_namespace.mutable_bytes(), p + kHdrPodNamespace, kPodNamespaceSize);
     if (out.pod.empty() != out.pod_namespace.empty()) {
       return Fail(DecodeError::kBadString, "batch pod and namespace: one without the other");
+    }
+  }
+  if (version >= kFormatVersion4) {
+    if (!ValidField(p + kHdrCgroup, kCgroupSize, /*required=*/false)) {
+      return Fail(DecodeError::kBadString, "batch cgroup");
+    }
+    const size_t len = ::strnlen(reinterpret_cast<const char*>(p + kHdrCgroup), kCgroupSize);
+    if (len > 0 && !ValidCgroupPath(reinterpret_cast<const char*>(p + kHdrCgroup), len)) {
+      return Fail(DecodeError::kBadString, "batch cgroup: not a cgroup v2 path");
+    }
+    std::memcpy(out.cgroup.mutable_bytes(), p + kHdrCgroup, kCgroupSize);
+    for (size_t i = 0; i < kMaxGpuSlots; ++i) {
+      const uint8_t* slot = p + kHdrGpus + i * kGpuSlotSize;
+      GpuSlot g;
+      g.present = slot[7] == 1;
+      g.domain = Get32(slot);
+      g.bus = slot[4];
+      g.device = slot[5];
+      g.function = slot[6];
+      if (slot[7] > 1 || g.device > 0x1f || g.function > 7 ||
+          (!g.present && (g.domain != 0 || g.bus != 0 || g.device != 0 || g.function != 0))) {
+        return Fail(DecodeError::kBadValue, "batch GPU table slot");
+      }
+      out.gpus[i] = g;
     }
   }
   out.record_count = count;

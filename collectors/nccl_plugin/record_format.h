@@ -2,8 +2,9 @@
 // versioned, fixed-size binary format (docs/collective-record.md).
 //
 //   frame   = batch header (96 bytes in version 1, 416 in versions 2 and 3: the sender's
-//             Kubernetes pod and namespace) + record_count × record (352 bytes each in every
-//             version; version 3 gives four reserved bytes of the record the CUDA device)
+//             Kubernetes pod and namespace; 1056 in version 4: also the sender's cgroup and the
+//             PCI address of each of its CUDA devices) + record_count × record (352 bytes each in
+//             every version; version 3 gives four reserved bytes of the record the CUDA device)
 //   numbers = little-endian; strings = fixed fields, NUL-terminated, zero-padded, UTF-8 without
 //             control characters
 //
@@ -31,20 +32,31 @@ inline constexpr uint32_t kRecordMagic = 0x52435352;  // bytes "RSCR"
 inline constexpr uint16_t kFormatVersion1 = 1;
 inline constexpr uint16_t kFormatVersion2 = 2;
 inline constexpr uint16_t kFormatVersion3 = 3;
-inline constexpr uint16_t kRecordFormatVersion = kFormatVersion3;  // the newest this code speaks
+// Version 4: version 3's records; the header adds the sender's cgroup v2 path (so the agent reads
+// its CPU throttling) and a table of the PCI addresses of the sender's CUDA devices by ordinal (so
+// a record's cuda_device names the GPU the agent sees through NVML).
+inline constexpr uint16_t kFormatVersion4 = 4;
+inline constexpr uint16_t kRecordFormatVersion = kFormatVersion4;  // the newest this code speaks
 inline constexpr uint16_t kRecordLayoutVersion = 1;  // a record's own version field
 inline constexpr size_t kBatchHeaderSize = 96;       // version 1
 inline constexpr size_t kBatchHeaderSizeV2 = 416;    // versions 2, 3: + pod (256) + namespace (64)
-inline constexpr size_t kMaxBatchHeaderSize = kBatchHeaderSizeV2;
+// The cgroup field, and the GPU table: kMaxGpuSlots slots of kGpuSlotSize bytes, by CUDA ordinal.
+inline constexpr size_t kCgroupSize = 512;
+inline constexpr size_t kMaxGpuSlots = 16;
+inline constexpr size_t kGpuSlotSize = 8;
+inline constexpr size_t kBatchHeaderSizeV4 =
+    kBatchHeaderSizeV2 + kCgroupSize + kMaxGpuSlots * kGpuSlotSize;  // 1056
+inline constexpr size_t kMaxBatchHeaderSize = kBatchHeaderSizeV4;
 inline constexpr size_t kRecordSize = 352;
 // The most records one batch may carry, hence the largest frame a reader must buffer.
 inline constexpr uint32_t kMaxRecordsPerBatch = 256;
 inline constexpr size_t kMaxFrameSize = kMaxBatchHeaderSize + kMaxRecordsPerBatch * kRecordSize;
 // The batch header's size for a version (0 for a version this code does not speak).
 constexpr size_t BatchHeaderSize(uint16_t version) noexcept {
-  return version == kFormatVersion1                                   ? kBatchHeaderSize
+  return version == kFormatVersion1                                 ? kBatchHeaderSize
          : version == kFormatVersion2 || version == kFormatVersion3 ? kBatchHeaderSizeV2
-                                                                      : 0;
+         : version == kFormatVersion4                               ? kBatchHeaderSizeV4
+                                                                    : 0;
 }
 // An agent answers the first batch header of version 2 or later it accepts on a connection with
 // one byte: that header's version (kVersion2Ack, kVersion3Ack). An agent that does not speak the
@@ -52,6 +64,7 @@ constexpr size_t BatchHeaderSize(uint16_t version) noexcept {
 // fall back to an older version (sender.h).
 inline constexpr uint8_t kVersion2Ack = 2;
 inline constexpr uint8_t kVersion3Ack = 3;
+inline constexpr uint8_t kVersion4Ack = 4;
 
 // Record flags.
 inline constexpr uint32_t kRecordFlagClockSynchronized = 1u << 0;  // host clock NTP-synchronised
@@ -152,8 +165,20 @@ struct CollectiveRecordFields {
   bool operator==(const CollectiveRecordFields&) const = default;
 };
 
+// One slot of the version-4 GPU table: the PCI address of the sender's CUDA device with that
+// ordinal, as CUDA reports it (cudaDeviceGetPCIBusId / cuDeviceGetPCIBusId). On the wire: domain
+// (4 bytes), bus, device, function, flags (bit 0: present); an absent slot is all zero.
+struct GpuSlot {
+  bool present = false;
+  uint32_t domain = 0;
+  uint8_t bus = 0;
+  uint8_t device = 0;    // ≤ 0x1f
+  uint8_t function = 0;  // ≤ 7
+  bool operator==(const GpuSlot&) const = default;
+};
+
 struct BatchHeaderFields {
-  uint16_t version = kFormatVersion1;  // kFormatVersion1, 2 or 3
+  uint16_t version = kFormatVersion1;  // kFormatVersion1, 2, 3 or 4
   uint32_t record_count = 0;
   uint64_t dropped = 0;            // records the sender dropped since its previous batch
   FixedString<kJobIdSize> job_id;  // the job the drops belong to
@@ -161,6 +186,11 @@ struct BatchHeaderFields {
   // downward API (POD_NAME, POD_NAMESPACE). Both set or both empty.
   FixedString<kPodSize> pod;
   FixedString<kPodNamespaceSize> pod_namespace;
+  // Version 4 (empty in older ones): the sender's cgroup v2 path from /proc/self/cgroup ("0::"
+  // line), empty when unknown or when it is the root of a cgroup namespace ("/", which names
+  // nothing the agent can find); and its CUDA devices' PCI addresses by ordinal.
+  FixedString<kCgroupSize> cgroup;
+  GpuSlot gpus[kMaxGpuSlots];
 
   size_t header_size() const noexcept { return BatchHeaderSize(version); }
 
@@ -188,6 +218,9 @@ void DowngradeRecord(uint8_t* record, uint16_t version) noexcept;
 // decoder only guards what it forwards, so it does not insist.)
 bool ValidPodName(const char* s, size_t len) noexcept;
 bool ValidPodNamespace(const char* s, size_t len) noexcept;
+// A cgroup v2 path as the decoder accepts it: '/' then components of printable ASCII without
+// spaces, none empty, "." or ".."; at most kCgroupSize - 1 bytes; not "/" alone.
+bool ValidCgroupPath(const char* s, size_t len) noexcept;
 
 // --- Decoding ------------------------------------------------------------------------------------
 
@@ -214,7 +247,8 @@ struct DecodeStatus {
   bool ok() const noexcept { return error == DecodeError::kOk; }
 };
 
-// Decodes and validates a batch header (version 1, 2 or 3) from the first bytes of `size`. On success
+// Decodes and validates a batch header (version 1, 2, 3 or 4) from the first bytes of `size`. On
+// success
 // `*frame_size` is the whole frame's length (header + records). Fewer bytes than the header of its
 // version: kTruncated (and only then).
 DecodeStatus DecodeBatchHeader(const uint8_t* data, size_t size, BatchHeaderFields* header,

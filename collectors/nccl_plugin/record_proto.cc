@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/common/pci_bus_id.h"
 
 namespace ringside::collectors {
 
@@ -33,6 +34,21 @@ void RecordToProto(const CollectiveRecordFields& r, v1::CollectiveRecord* out) {
   if (r.cuda_device >= 0) out->set_cuda_device(r.cuda_device);
 }
 
+void SetSenderIdentity(const BatchHeaderFields& header, const CollectiveRecordFields& record,
+                       v1::CollectiveRecord* out) {
+  SetPod(header, out);
+  if (header.version < kFormatVersion4) return;
+  if (!header.cgroup.empty()) out->set_cgroup(header.cgroup.c_str());
+  if (record.cuda_device >= 0 && static_cast<size_t>(record.cuda_device) < kMaxGpuSlots) {
+    const GpuSlot& g = header.gpus[record.cuda_device];
+    char bus_id[kPciBusIdSize];
+    if (g.present && FormatPciAddress(PciAddress{g.domain, g.bus, g.device, g.function}, bus_id,
+                                      sizeof(bus_id))) {
+      out->set_gpu_pci_bus_id(bus_id);
+    }
+  }
+}
+
 void SetPod(const BatchHeaderFields& header, v1::CollectiveRecord* out) {
   if (header.pod.empty()) return;
   out->set_pod(header.pod.c_str());
@@ -55,7 +71,7 @@ absl::StatusOr<v1::CollectiveBatch> DecodeFrameToProto(absl::Span<const uint8_t>
   for (uint32_t i = 0; i < header.record_count; ++i) {
     v1::CollectiveRecord* r = batch.add_records();
     RecordToProto(records[i], r);
-    SetPod(header, r);
+    SetSenderIdentity(header, records[i], r);
   }
   if (header.dropped > 0) (*batch.mutable_dropped_by_job())[header.job_id.c_str()] = header.dropped;
   return batch;

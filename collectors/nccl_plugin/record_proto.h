@@ -22,12 +22,18 @@ absl::Status DecodeStatusToAbsl(const DecodeStatus& status);
 // The proto form of one decoded record (cuda_device set only when known).
 void RecordToProto(const CollectiveRecordFields& record, v1::CollectiveRecord* out);
 v1::CollectiveRecord RecordToProto(const CollectiveRecordFields& record);
-// The sender's pod (a version-2 or -3 batch header's) onto one of its records; nothing without one.
+// The sender's pod (a version-2, -3 or -4 batch header's) onto one of its records; nothing without
+// one.
 void SetPod(const BatchHeaderFields& header, v1::CollectiveRecord* out);
+// Everything a batch header says about the sender onto one of its records `record`: the pod
+// (version 2 on), the cgroup and the record's GPU PCI address, from the header's GPU table by the
+// record's CUDA device (version 4, gpu_pci_bus_id in the sysfs form).
+void SetSenderIdentity(const BatchHeaderFields& header, const CollectiveRecordFields& record,
+                       v1::CollectiveRecord* out);
 
-// A whole frame (header + records, exactly `frame.size()` bytes, version 1, 2 or 3) decoded into
+// A whole frame (header + records, exactly `frame.size()` bytes, version 1 to 4) decoded into
 // a CollectiveBatch: its records (with the header's pod from version 2, their CUDA device from
-// version 3), and the header's drop count
+// version 3, cgroup and GPU PCI address from version 4), and the header's drop count
 // under the header's job id (absent when zero).
 absl::StatusOr<v1::CollectiveBatch> DecodeFrameToProto(absl::Span<const uint8_t> frame);
 

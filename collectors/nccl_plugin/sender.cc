@@ -24,8 +24,24 @@ alignas(64) uint8_t frame_[kMaxFrameSize];
 // The version to try after an agent refused `version`: version 2 only carries the pod, so without
 // one it is skipped.
 uint16_t OlderVersion(uint16_t version) noexcept {
+  if (version == kFormatVersion4) return kFormatVersion3;
   if (version == kFormatVersion3 && !g_shared.pod.empty()) return kFormatVersion2;
   return kFormatVersion1;
+}
+
+// The sender's identity in a header of `header.version`: the pod (2 on), the cgroup and the GPU
+// table (4 on).
+void FillIdentity(BatchHeaderFields& header) noexcept {
+  if (header.version >= kFormatVersion2) {
+    header.pod = g_shared.pod;
+    header.pod_namespace = g_shared.pod_namespace;
+  }
+  if (header.version >= kFormatVersion4) {
+    header.cgroup = g_shared.cgroup;
+    for (size_t i = 0; i < kMaxGpuSlots; ++i) {
+      header.gpus[i] = UnpackGpuSlot(g_shared.gpu_slots[i].load(std::memory_order_relaxed));
+    }
+  }
 }
 }  // namespace
 
@@ -216,16 +232,15 @@ bool Sender::Open() noexcept {
 }
 
 Sender::HelloResult Sender::Hello() noexcept {
-  // A header of the connection's version (2 or 3) with no records and no drops: the pod, and a
+  // A header of the connection's version (2, 3 or 4) with no records and no drops: the pod, and a
   // question.
   BatchHeaderFields header;
   header.version = conn_version_;
   header.job_id = g_shared.batch_job;
-  header.pod = g_shared.pod;
-  header.pod_namespace = g_shared.pod_namespace;
-  uint8_t hello[kBatchHeaderSizeV2];
+  FillIdentity(header);
+  uint8_t hello[kMaxBatchHeaderSize];
   EncodeBatchHeader(header, hello);
-  if (!WriteAll(hello, sizeof(hello))) return HelloResult::kRefused;
+  if (!WriteAll(hello, header.header_size())) return HelloResult::kRefused;
   const int64_t deadline = MonotonicNanos() + timings_.hello_timeout_ns;
   for (;;) {
     const int64_t left = deadline - MonotonicNanos();
@@ -285,10 +300,7 @@ bool Sender::SendAvailable(uint64_t* sent) noexcept {
     header.record_count = count;
     header.dropped = dropped;
     header.job_id = g_shared.batch_job;
-    if (conn_version_ >= kFormatVersion2) {
-      header.pod = g_shared.pod;
-      header.pod_namespace = g_shared.pod_namespace;
-    }
+    FillIdentity(header);
     EncodeBatchHeader(header, frame_);
     if (!WriteAll(frame_, header_size + count * kRecordSize)) {
       // Whatever part of it the agent got is a truncated frame it discards: all of it is lost.

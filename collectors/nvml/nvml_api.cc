@@ -131,6 +131,52 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   fn.device_get_architecture =
       Resolve<DeviceGetArchitectureFn>(handle, kDeviceGetArchitectureSymbol);
   fn.device_get_field_values = Resolve<DeviceGetFieldValuesFn>(handle, kDeviceGetFieldValuesSymbol);
+  fn.system_get_nvml_version = Resolve<SystemGetNvmlVersionFn>(handle, kSystemGetNvmlVersionSymbol);
+  fn.device_get_clocks_event_reasons =
+      Resolve<DeviceGetClocksEventReasonsFn>(handle, kDeviceGetClocksEventReasonsSymbol);
+  fn.clocks_event_reasons_symbol = kDeviceGetClocksEventReasonsSymbol;
+  if (fn.device_get_clocks_event_reasons == nullptr) {  // a driver before the 12.2 generation
+    fn.device_get_clocks_event_reasons =
+        Resolve<DeviceGetClocksEventReasonsFn>(handle, kDeviceGetClocksThrottleReasonsSymbol);
+    fn.clocks_event_reasons_symbol = fn.device_get_clocks_event_reasons != nullptr
+                                         ? kDeviceGetClocksThrottleReasonsSymbol
+                                         : nullptr;
+  }
+  fn.device_get_clock_info = Resolve<DeviceGetClockFn>(handle, kDeviceGetClockInfoSymbol);
+  fn.device_get_max_clock_info = Resolve<DeviceGetClockFn>(handle, kDeviceGetMaxClockInfoSymbol);
+  fn.device_get_temperature = Resolve<DeviceGetTemperatureFn>(handle, kDeviceGetTemperatureSymbol);
+  fn.device_get_power_usage = Resolve<DeviceGetUintFn>(handle, kDeviceGetPowerUsageSymbol);
+  fn.device_get_enforced_power_limit =
+      Resolve<DeviceGetUintFn>(handle, kDeviceGetEnforcedPowerLimitSymbol);
+  fn.device_get_total_ecc_errors =
+      Resolve<DeviceGetTotalEccErrorsFn>(handle, kDeviceGetTotalEccErrorsSymbol);
+  fn.device_get_remapped_rows =
+      Resolve<DeviceGetRemappedRowsFn>(handle, kDeviceGetRemappedRowsSymbol);
+  fn.device_get_curr_pcie_link_generation =
+      Resolve<DeviceGetUintFn>(handle, kDeviceGetCurrPcieLinkGenerationSymbol);
+  fn.device_get_max_pcie_link_generation =
+      Resolve<DeviceGetUintFn>(handle, kDeviceGetMaxPcieLinkGenerationSymbol);
+  fn.device_get_curr_pcie_link_width =
+      Resolve<DeviceGetUintFn>(handle, kDeviceGetCurrPcieLinkWidthSymbol);
+  fn.device_get_max_pcie_link_width =
+      Resolve<DeviceGetUintFn>(handle, kDeviceGetMaxPcieLinkWidthSymbol);
+  fn.device_get_pcie_replay_counter =
+      Resolve<DeviceGetUintFn>(handle, kDeviceGetPcieReplayCounterSymbol);
+  fn.device_get_utilization_rates =
+      Resolve<DeviceGetUtilizationRatesFn>(handle, kDeviceGetUtilizationRatesSymbol);
+  fn.device_get_compute_running_processes =
+      Resolve<DeviceGetComputeRunningProcessesFn>(handle, kDeviceGetComputeRunningProcessesSymbol);
+  fn.event_set_create = Resolve<EventSetCreateFn>(handle, kEventSetCreateSymbol);
+  fn.device_register_events = Resolve<DeviceRegisterEventsFn>(handle, kDeviceRegisterEventsSymbol);
+  fn.event_set_wait = Resolve<EventSetWaitFn>(handle, kEventSetWaitSymbol);
+  fn.event_set_free = Resolve<EventSetFreeFn>(handle, kEventSetFreeSymbol);
+  if (fn.event_set_create == nullptr || fn.device_register_events == nullptr ||
+      fn.event_set_wait == nullptr || fn.event_set_free == nullptr) {
+    fn.event_set_create = nullptr;
+    fn.device_register_events = nullptr;
+    fn.event_set_wait = nullptr;
+    fn.event_set_free = nullptr;
+  }
 
   const Return init = fn.init();
   if (init != kSuccess) {

@@ -35,6 +35,32 @@ struct Functions {
   DeviceGetPciInfoFn device_get_pci_info = nullptr;              // info label
   DeviceGetArchitectureFn device_get_architecture = nullptr;     // counter-API choice, info
   DeviceGetFieldValuesFn device_get_field_values = nullptr;      // link count, NVLink5 counters
+  // GPU signals (collectors/nvml/gpu_signals.h): each one absent on a driver without it, and
+  // then its series is absent too.
+  SystemGetNvmlVersionFn system_get_nvml_version = nullptr;
+  // nvmlDeviceGetCurrentClocksEventReasons, else the older ...ThrottleReasons (same signature);
+  // clocks_event_reasons_symbol says which.
+  DeviceGetClocksEventReasonsFn device_get_clocks_event_reasons = nullptr;
+  const char* clocks_event_reasons_symbol = nullptr;
+  DeviceGetClockFn device_get_clock_info = nullptr;
+  DeviceGetClockFn device_get_max_clock_info = nullptr;
+  DeviceGetTemperatureFn device_get_temperature = nullptr;
+  DeviceGetUintFn device_get_power_usage = nullptr;
+  DeviceGetUintFn device_get_enforced_power_limit = nullptr;
+  DeviceGetTotalEccErrorsFn device_get_total_ecc_errors = nullptr;
+  DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
+  DeviceGetUintFn device_get_curr_pcie_link_generation = nullptr;
+  DeviceGetUintFn device_get_max_pcie_link_generation = nullptr;
+  DeviceGetUintFn device_get_curr_pcie_link_width = nullptr;
+  DeviceGetUintFn device_get_max_pcie_link_width = nullptr;
+  DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
+  DeviceGetUtilizationRatesFn device_get_utilization_rates = nullptr;
+  DeviceGetComputeRunningProcessesFn device_get_compute_running_processes = nullptr;
+  // XID events (collectors/nvml/xid_events.h): all four or none.
+  EventSetCreateFn event_set_create = nullptr;
+  DeviceRegisterEventsFn device_register_events = nullptr;
+  EventSetWaitFn event_set_wait = nullptr;
+  EventSetFreeFn event_set_free = nullptr;
 };
 
 class NvmlLibrary {

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collectors/common/pci_bus_id.h"
 #include "collectors/nvml/nvlink_discovery.h"
 
 namespace ringside::collectors {
@@ -41,6 +43,21 @@ NvmlCollector::NvmlCollector(NvmlOptions options)
       driver_version_.assign(version, strnlen(version, sizeof(version)));
     }
   }
+  // Which numbering the throttle-time fields have (nvml_types.h): by the driver branch, from the
+  // NVML version where the library has it, else the driver version; unknown: the new one.
+  std::string nvml_version;
+  if (lib_->fn().system_get_nvml_version != nullptr) {
+    char version[nvml::kNvmlVersionBufferSize] = {};
+    if (lib_->fn().system_get_nvml_version(version, sizeof(version)) == nvml::kSuccess) {
+      nvml_version.assign(version, strnlen(version, sizeof(version)));
+    }
+  }
+  unsigned int branch = DriverBranch(nvml_version);
+  if (branch == 0) branch = DriverBranch(driver_version_);
+  new_throttle_ids_ = branch == 0 || branch >= nvml::kThrottleFieldsNewFromBranch;
+  if (options_.xid_events) {
+    if (auto x = XidEvents::Create(lib_); x.ok()) xid_ = *std::move(x);
+  }
 }
 
 NvmlCollector::~NvmlCollector() = default;
@@ -61,8 +78,24 @@ void NvmlCollector::Discover(absl::Time now, unsigned int count, CycleErrors& er
     }
     rediscover_ |= plan->incomplete;
     const uint32_t gpu = static_cast<uint32_t>(gpus_.size());
-    gpus_.push_back(Gpu{plan->handle, index, {}});
+    gpus_.push_back(Gpu{plan->handle, index, {}, {}, 0});
     Gpu& g = gpus_.back();
+    bool xid = false;
+    if (xid_ != nullptr) {
+      absl::Status st = xid_->Register(plan->handle, index);
+      xid = st.ok();
+      if (!st.ok() && !absl::IsUnimplemented(st)) errors.Add(st);
+    }
+    g.signals = GpuSignals::Plan(*lib_, plan->handle, index, new_throttle_ids_, xid, errors);
+    if (auto it = plan->info.labels.find("pci_bus_id"); it != plan->info.labels.end()) {
+      char sysfs[kPciBusIdSize];
+      if (NormalizePciBusId(it->second.data(), it->second.size(), sysfs, sizeof(sysfs))) {
+        plan->info.labels["pci_bus_id_sysfs"] = sysfs;
+      }
+    }
+    if (lib_->fn().clocks_event_reasons_symbol != nullptr) {
+      plan->info.labels["clocks_event_reasons_api"] = lib_->fn().clocks_event_reasons_symbol;
+    }
     auto add = [&](std::string counter, SeriesKind kind, Unit unit, Read read) {
       SeriesDef def;
       def.source = "nvlink";
@@ -98,6 +131,39 @@ void NvmlCollector::Discover(absl::Time now, unsigned int count, CycleErrors& er
     }
     table->info.push_back(std::move(plan->info));
   }
+  // The GPU signals follow every NVLink series.
+  for (Gpu& g : gpus_) {
+    g.offset = table->defs.size();
+    g.signals.AddDefs(table->defs);
+  }
+  table_ = std::move(table);
+  last_slow_ = absl::InfinitePast();  // new plans hold no slow readings yet
+}
+
+void NvmlCollector::UpdateProcessInfo() {
+  std::vector<InfoRecord> processes;
+  for (const Gpu& g : gpus_) {
+    if (g.signals.pids().empty()) continue;
+    InfoRecord r;
+    r.source = "gpu_processes";
+    r.device = absl::StrCat(g.index);
+    r.labels["pids"] = absl::StrJoin(g.signals.pids(), ",");
+    processes.push_back(std::move(r));
+  }
+  std::vector<InfoRecord> old;
+  for (const InfoRecord& r : table_->info) {
+    if (r.source == "gpu_processes") old.push_back(r);
+  }
+  const auto same = [](const InfoRecord& a, const InfoRecord& b) {
+    return a.device == b.device && a.labels == b.labels;
+  };
+  if (old.size() == processes.size() &&
+      std::equal(old.begin(), old.end(), processes.begin(), same)) {
+    return;
+  }
+  auto table = std::make_shared<SeriesTable>(*table_);
+  std::erase_if(table->info, [](const InfoRecord& r) { return r.source == "gpu_processes"; });
+  for (InfoRecord& r : processes) table->info.push_back(std::move(r));
   table_ = std::move(table);
 }
 
@@ -158,8 +224,17 @@ void NvmlCollector::Collect(absl::Time now, CollectorSnapshot& out, CycleErrors&
     Discover(now, count, errors);
   }
 
+  const bool slow = now - last_slow_ >= options_.slow_interval;
+  if (slow) last_slow_ = now;
+  size_t total = reads_.size();
+  for (const Gpu& g : gpus_) total += g.signals.size();
+  out.values.assign(total, Value{});
+  for (Gpu& g : gpus_) {
+    const XidTally xid = xid_ != nullptr ? xid_->TallyOf(g.index) : XidTally{};
+    g.signals.Read(*lib_, slow, xid, out.values.data() + g.offset, errors);
+  }
+  if (slow) UpdateProcessInfo();
   out.table = table_;
-  out.values.assign(reads_.size(), Value{});
   ReadBatches();
   bool link_down = false;  // of the link being read: its state series comes first
   for (size_t i = 0; i < reads_.size(); ++i) {

@@ -8,8 +8,14 @@
 //   effective_errors                 COUNTER 64-bit, NVLink5 field values where the DL call answers
 //                                    NOT_SUPPORTED (Blackwell and later)
 //   effective_ber, symbol_ber        GAUGE   packed BER (Unit::kPackedBer, see DecodeNvlinkBer)
-// plus one InfoRecord per GPU (source "gpu": uuid, name, pci_bus_id, architecture, driver_version,
-// nvlink_count, nvlink_error_api).
+// plus one InfoRecord per GPU (source "gpu": uuid, name, pci_bus_id (NVML's spelling),
+// pci_bus_id_sysfs (the Linux form, collectors/common/pci_bus_id.h), architecture, driver_version,
+// nvlink_count, nvlink_error_api, clocks_event_reasons_api), and one per GPU with compute
+// processes (source "gpu_processes": pids, comma-separated, ascending).
+//
+// The GPU's own health and speed signals (source "gpu": clock event reasons, clocks, temperature,
+// power, throttle-time counters, ECC, row remapping, PCIe, compute processes, XIDs) are listed in
+// gpu_signals.h; XID events come from xid_events.h, waited for by a thread of the agent.
 //
 // Without a usable NVML the collector is off for the life of the process: its table is empty and
 // status() says why, once, for the agent to log and export.
@@ -25,7 +31,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "collectors/common/collector.h"
+#include "collectors/nvml/gpu_signals.h"
 #include "collectors/nvml/nvml_api.h"
+#include "collectors/nvml/xid_events.h"
 
 namespace ringside::collectors {
 
@@ -35,6 +43,12 @@ struct NvmlOptions {
   // GPUs and links are probed again at this interval; a change in the GPU count or a lost GPU
   // triggers discovery at the next cycle.
   absl::Duration rediscover_interval = absl::Seconds(30);
+  // The GPU signals whose NVML calls cost more (throttle-time field values ~1.2 ms per GPU on an
+  // H200, ECC, row remapping, PCIe replay, compute processes: gpu-causes.md §1.8) are read at this
+  // interval; the cheap ones every cycle. Zero: every cycle.
+  absl::Duration slow_interval = absl::Seconds(10);
+  // Watch XID events through an NVML event set (needs a thread of the caller's: xid_events()).
+  bool xid_events = true;
 };
 
 class NvmlCollector final : public Collector {
@@ -52,6 +66,9 @@ class NvmlCollector final : public Collector {
   const absl::Status& status() const { return status_; }
   absl::Status Availability() const override { return status_; }
   bool enabled() const { return lib_ != nullptr; }
+  // The XID event source, for the agent's waiting thread; null without NVML, without the event
+  // API, or with NvmlOptions::xid_events off. Owned by the collector.
+  XidEvents* xid_events() const { return xid_.get(); }
 
  private:
   enum class ReadKind : uint8_t { kLinkState, kLegacyCounter, kField };
@@ -66,17 +83,25 @@ class NvmlCollector final : public Collector {
     nvml::Device handle;
     unsigned int index;
     std::vector<nvml::FieldValue> batch;  // one GetFieldValues call per cycle
+    GpuSignals signals;
+    size_t offset = 0;  // of its first "gpu" series in the table
   };
 
   void Discover(absl::Time now, unsigned int count, CycleErrors& errors);
   void ReadBatches();
+  // After a slow read: the "gpu_processes" info records follow the pids (a new table when they
+  // changed).
+  void UpdateProcessInfo();
   // Fills `v` for a failed call: unavailable for NOT_SUPPORTED or a down link, else an error.
   void Fail(Value& v, nvml::Return r, bool link_down, const Read& read, CycleErrors& errors);
 
   NvmlOptions options_;
   absl::Status status_;
-  std::unique_ptr<nvml::NvmlLibrary> lib_;
+  std::shared_ptr<nvml::NvmlLibrary> lib_;
+  std::unique_ptr<XidEvents> xid_;
   std::string driver_version_;
+  bool new_throttle_ids_ = true;
+  absl::Time last_slow_ = absl::InfinitePast();
   std::shared_ptr<const SeriesTable> table_;
   std::vector<Gpu> gpus_;
   std::vector<Read> reads_;  // parallel to table_->defs

@@ -117,6 +117,72 @@ struct PciInfo {
 static_assert(sizeof(PciInfo) == 68);
 static_assert(offsetof(PciInfo, bus_id) == 36);
 
+// nvmlEventSet_t: an opaque 8-byte handle.
+struct EventSetOpaque;
+using EventSet = EventSetOpaque*;
+
+// nvmlEventData_t on LP64 (shared/reference/nvml-nvlink.md §9): 32 bytes.
+struct EventData {
+  Device device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the XID for an XID event (999: unknown XID)
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+static_assert(sizeof(EventData) == 32);
+static_assert(offsetof(EventData, event_data) == 16);
+static_assert(offsetof(EventData, gpu_instance_id) == 24);
+
+// nvmlEventType*: the XID bit.
+inline constexpr unsigned long long kEventTypeXidCriticalError = 0x8;
+
+// nvmlClockType_t, nvmlTemperatureSensors_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t.
+inline constexpr int kClockSm = 1;
+inline constexpr int kTemperatureGpu = 0;
+inline constexpr int kMemoryErrorUncorrected = 1;
+inline constexpr int kVolatileEcc = 0;
+
+// nvmlUtilization_t: {unsigned gpu; unsigned memory;} in percent over the last sample period.
+struct Utilization {
+  unsigned int gpu;
+  unsigned int memory;
+};
+static_assert(sizeof(Utilization) == 8);
+
+// nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunningProcesses_v3 (the v2 layout: pid,
+// used GPU memory, MIG GPU and compute instance; 24 bytes on LP64).
+struct ProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+static_assert(sizeof(ProcessInfo) == 24);
+static_assert(offsetof(ProcessInfo, used_gpu_memory) == 8);
+
+// nvmlClocksEventReasons bits (shared/reference/gpu-causes.md §1.1): a raw bitmask; bits this
+// build does not name (0x200 BoardLimit, 0x400 Reliability in newer docs) are kept as they are.
+inline constexpr unsigned long long kClocksEventGpuIdle = 0x1;
+inline constexpr unsigned long long kClocksEventSwPowerCap = 0x4;
+inline constexpr unsigned long long kClocksEventHwSlowdown = 0x8;
+inline constexpr unsigned long long kClocksEventSwThermalSlowdown = 0x20;
+inline constexpr unsigned long long kClocksEventHwThermalSlowdown = 0x40;
+inline constexpr unsigned long long kClocksEventHwPowerBrakeSlowdown = 0x80;
+
+// Throttle-time counter fields, all in ns, device scope (gpu-causes.md §1.2). The power-cap field
+// (NVML_FI_DEV_PERF_POLICY_POWER) is 74 in every header; the SW thermal, HW thermal and HW power
+// brake fields are 269, 270, 271 in the NVML 12.9+ headers (drivers of branch 575 and later) and
+// 251, 252, 253 in the older header copies public bindings carry.
+inline constexpr unsigned int kFieldThrottlePowerCap = 74;
+inline constexpr unsigned int kFieldThrottleSwThermalNew = 269;
+inline constexpr unsigned int kFieldThrottleHwThermalNew = 270;
+inline constexpr unsigned int kFieldThrottleHwPowerBrakeNew = 271;
+inline constexpr unsigned int kFieldThrottleSwThermalOld = 251;
+inline constexpr unsigned int kFieldThrottleHwThermalOld = 252;
+inline constexpr unsigned int kFieldThrottleHwPowerBrakeOld = 253;
+// The first driver branch whose NVML numbers them 269-271.
+inline constexpr unsigned int kThrottleFieldsNewFromBranch = 575;
+
 // Field ids (NVML_FI_DEV_*). Per-link ones take the link index in scope_id.
 inline constexpr unsigned int kFieldNvLinkLinkCount = 91;  // device scope: links on the device
 inline constexpr unsigned int kFieldNvLinkRecoverySuccessfulEvents = 213;
@@ -137,6 +203,7 @@ inline constexpr unsigned int kBerMantissaMask = 0xf;
 inline constexpr unsigned int kUuidBufferSize = 96;           // nvmlDeviceGetUUID
 inline constexpr unsigned int kNameBufferSize = 96;           // nvmlDeviceGetName
 inline constexpr unsigned int kDriverVersionBufferSize = 80;  // nvmlSystemGetDriverVersion
+inline constexpr unsigned int kNvmlVersionBufferSize = 80;    // nvmlSystemGetNVMLVersion
 
 // Entry points, by the name dlsym must see (the versioned export where one exists).
 using InitFn = Return (*)();
@@ -154,6 +221,26 @@ using DeviceGetNvLinkErrorCounterFn = Return (*)(Device device, unsigned int lin
                                                  NvLinkErrorCounter counter,
                                                  unsigned long long* value);
 using DeviceGetFieldValuesFn = Return (*)(Device device, int count, FieldValue* values);
+// GPU signals (gpu-causes.md §1).
+using SystemGetNvmlVersionFn = Return (*)(char* version, unsigned int length);
+using DeviceGetClocksEventReasonsFn = Return (*)(Device device, unsigned long long* reasons);
+using DeviceGetClockFn = Return (*)(Device device, int clock_type, unsigned int* mhz);
+using DeviceGetTemperatureFn = Return (*)(Device device, int sensor, unsigned int* celsius);
+using DeviceGetUintFn = Return (*)(Device device, unsigned int* value);  // power, PCIe, limit
+using DeviceGetTotalEccErrorsFn = Return (*)(Device device, int error_type, int counter_type,
+                                             unsigned long long* count);
+using DeviceGetRemappedRowsFn = Return (*)(Device device, unsigned int* corrected_rows,
+                                           unsigned int* uncorrected_rows, unsigned int* is_pending,
+                                           unsigned int* failure_occurred);
+using DeviceGetUtilizationRatesFn = Return (*)(Device device, Utilization* utilization);
+using DeviceGetComputeRunningProcessesFn = Return (*)(Device device, unsigned int* count,
+                                                      ProcessInfo* infos);
+// XID events.
+using EventSetCreateFn = Return (*)(EventSet* set);
+using DeviceRegisterEventsFn = Return (*)(Device device, unsigned long long event_types,
+                                          EventSet set);
+using EventSetWaitFn = Return (*)(EventSet set, EventData* data, unsigned int timeout_ms);
+using EventSetFreeFn = Return (*)(EventSet set);
 
 inline constexpr const char kInitSymbol[] = "nvmlInit_v2";
 inline constexpr const char kShutdownSymbol[] = "nvmlShutdown";
@@ -169,6 +256,33 @@ inline constexpr const char kDeviceGetNvLinkStateSymbol[] = "nvmlDeviceGetNvLink
 inline constexpr const char kDeviceGetNvLinkErrorCounterSymbol[] =
     "nvmlDeviceGetNvLinkErrorCounter";
 inline constexpr const char kDeviceGetFieldValuesSymbol[] = "nvmlDeviceGetFieldValues";
+inline constexpr const char kSystemGetNvmlVersionSymbol[] = "nvmlSystemGetNVMLVersion";
+inline constexpr const char kDeviceGetClocksEventReasonsSymbol[] =
+    "nvmlDeviceGetCurrentClocksEventReasons";  // 12.2 header on
+inline constexpr const char kDeviceGetClocksThrottleReasonsSymbol[] =
+    "nvmlDeviceGetCurrentClocksThrottleReasons";  // the older name, same signature
+inline constexpr const char kDeviceGetClockInfoSymbol[] = "nvmlDeviceGetClockInfo";
+inline constexpr const char kDeviceGetMaxClockInfoSymbol[] = "nvmlDeviceGetMaxClockInfo";
+inline constexpr const char kDeviceGetTemperatureSymbol[] = "nvmlDeviceGetTemperature";
+inline constexpr const char kDeviceGetPowerUsageSymbol[] = "nvmlDeviceGetPowerUsage";
+inline constexpr const char kDeviceGetEnforcedPowerLimitSymbol[] =
+    "nvmlDeviceGetEnforcedPowerLimit";
+inline constexpr const char kDeviceGetTotalEccErrorsSymbol[] = "nvmlDeviceGetTotalEccErrors";
+inline constexpr const char kDeviceGetRemappedRowsSymbol[] = "nvmlDeviceGetRemappedRows";
+inline constexpr const char kDeviceGetCurrPcieLinkGenerationSymbol[] =
+    "nvmlDeviceGetCurrPcieLinkGeneration";
+inline constexpr const char kDeviceGetMaxPcieLinkGenerationSymbol[] =
+    "nvmlDeviceGetMaxPcieLinkGeneration";
+inline constexpr const char kDeviceGetCurrPcieLinkWidthSymbol[] = "nvmlDeviceGetCurrPcieLinkWidth";
+inline constexpr const char kDeviceGetMaxPcieLinkWidthSymbol[] = "nvmlDeviceGetMaxPcieLinkWidth";
+inline constexpr const char kDeviceGetPcieReplayCounterSymbol[] = "nvmlDeviceGetPcieReplayCounter";
+inline constexpr const char kDeviceGetUtilizationRatesSymbol[] = "nvmlDeviceGetUtilizationRates";
+inline constexpr const char kDeviceGetComputeRunningProcessesSymbol[] =
+    "nvmlDeviceGetComputeRunningProcesses_v3";
+inline constexpr const char kEventSetCreateSymbol[] = "nvmlEventSetCreate";
+inline constexpr const char kDeviceRegisterEventsSymbol[] = "nvmlDeviceRegisterEvents";
+inline constexpr const char kEventSetWaitSymbol[] = "nvmlEventSetWait_v2";
+inline constexpr const char kEventSetFreeSymbol[] = "nvmlEventSetFree";
 
 }  // namespace ringside::collectors::nvml
 

@@ -254,6 +254,35 @@ CollectiveListener::~CollectiveListener() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
+void CollectiveListener::NoteCgroup(const std::string& cgroup) {
+  const absl::Time now = clock_();
+  absl::MutexLock lock(&mu_);
+  auto it = cgroups_.find(cgroup);
+  if (it != cgroups_.end()) {
+    it->second = now;
+    return;
+  }
+  constexpr size_t kMaxCgroups = 1024;
+  if (cgroups_.size() >= kMaxCgroups) {  // forget the oldest
+    auto oldest = cgroups_.begin();
+    for (auto i = cgroups_.begin(); i != cgroups_.end(); ++i) {
+      if (i->second < oldest->second) oldest = i;
+    }
+    cgroups_.erase(oldest);
+  }
+  cgroups_.emplace(cgroup, now);
+}
+
+std::vector<std::string> CollectiveListener::RecentCgroups(absl::Duration max_age) const {
+  const absl::Time now = clock_();
+  std::vector<std::string> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [cgroup, last] : cgroups_) {
+    if (now - last <= max_age) out.push_back(cgroup);
+  }
+  return out;
+}
+
 CollectiveListenerStats CollectiveListener::Stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
@@ -415,7 +444,8 @@ void CollectiveListener::Deliver(Connection& c, const rc::BatchHeaderFields& hea
       // The kernel's word over the sender's: pid as this node sees it, host as ringside names it.
       if (c.pid > 0) r->set_pid(static_cast<uint32_t>(c.pid));
       if (!options_.node.empty()) r->set_host(options_.node);
-      rc::SetPod(header, r);  // format version 2, 3: the sender's pod, from its batch header
+      // Format version 2 on: the sender's pod; 4 on: its cgroup and the GPU's PCI address.
+      rc::SetSenderIdentity(header, records_[i], r);
       ++accepted[job];
     } else {
       ++limited[job];
@@ -423,6 +453,7 @@ void CollectiveListener::Deliver(Connection& c, const rc::BatchHeaderFields& hea
     }
   }
   if (dropped > 0) (*batch.mutable_dropped_by_job())[header_job] += dropped;
+  if (allowed > 0 && !header.cgroup.empty()) NoteCgroup(header.cgroup.c_str());
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [job, n] : accepted) JobLocked(job).records += n;

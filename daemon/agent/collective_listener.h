@@ -104,6 +104,10 @@ class CollectiveListener {
 
   CollectiveListenerStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   const CollectiveListenerOptions& options() const { return options_; }
+  // The cgroups (format version 4: the sender's cgroup v2 path) of records received within
+  // `max_age` of now (the listener's clock), at most 1024, for the host collector's cpu.stat reads
+  // (collectors/host/host_collector.h).
+  std::vector<std::string> RecentCgroups(absl::Duration max_age) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Connection;
@@ -124,6 +128,7 @@ class CollectiveListener {
   void Deliver(Connection& c, const collectors::BatchHeaderFields& header);
   void Reject(const Connection* c, const std::string& reason, const std::string& detail);
   void Log(const std::string& reason, const std::string& message);
+  void NoteCgroup(const std::string& cgroup) ABSL_LOCKS_EXCLUDED(mu_);
   CollectiveListenerStats::Job& JobLocked(const std::string& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -145,6 +150,7 @@ class CollectiveListener {
 
   mutable absl::Mutex mu_;
   CollectiveListenerStats stats_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Time> cgroups_ ABSL_GUARDED_BY(mu_);  // last record from each
 };
 
 }  // namespace ringside::daemon

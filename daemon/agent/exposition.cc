@@ -84,7 +84,10 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
     if (!cs.table) continue;
     const std::vector<SeriesDef>& defs = cs.table->defs;
     for (size_t i = 0; i < defs.size() && i < cs.values.size(); ++i) {
-      if (cs.values[i].status != ValueStatus::kOk) continue;
+      // Stale: a slow source's last reading, kept on /metrics between its reads.
+      if (cs.values[i].status != ValueStatus::kOk && cs.values[i].status != ValueStatus::kStale) {
+        continue;
+      }
       const SeriesDef& def = defs[i];
       // Driver statistics are matched by their name template (rx_prio3_pause → rx_prio<N>_pause).
       const MetricSpec* spec =
@@ -98,6 +101,12 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
       if (def.source == "nvlink") {
         labels.push_back({"gpu", def.device});
         labels.push_back({"link", def.port});
+      } else if (def.source == "gpu") {
+        labels.push_back({"gpu", def.device});
+      } else if (def.source == "host") {
+        // node-wide: no device
+      } else if (def.source == "cgroup") {
+        labels.push_back({"cgroup", def.device});
       } else if (def.source == "ibmad") {
         labels.push_back({"node_guid", def.device});
         labels.push_back({"port", def.port});
@@ -146,6 +155,10 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
         labels.push_back({"gpu", info.device});
         for (const auto& [key, value] : info.labels) labels.push_back({key, value});
         out.Add(AgentFamily("ringside_gpu_info"), std::move(labels), 1);
+      } else if (info.source == "gpu_processes") {
+        labels.push_back({"gpu", info.device});
+        for (const auto& [key, value] : info.labels) labels.push_back({key, value});
+        out.Add(AgentFamily("ringside_gpu_processes_info"), std::move(labels), 1);
       } else if (info.source == "ethtool_caps") {
         labels.push_back({"netdev", info.device});
         if (auto it = netdev_to_port.find(info.device); it != netdev_to_port.end()) {
@@ -173,6 +186,9 @@ std::vector<MetricFamily> SnapshotToFamilies(const AgentSnapshot& snap,
   // still counts here.
   if (links != nullptr) {
     for (const LinkEventLog::Count& c : links->Counts()) {
+      // XIDs ride the link-event path to the aggregator but are no transition: they have their
+      // own series (gpu xid_events, last_xid).
+      if (c.source == collectors::kXidEventSource) continue;
       std::vector<ClientMetric::Label> labels{{"node", node}, {"source", c.source}};
       if (c.source == "netlink") {
         labels.push_back({"netdev", c.device});

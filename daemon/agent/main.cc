@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "collectors/ethtool/ethtool_collector.h"
+#include "collectors/host/host_collector.h"
 #include "collectors/ibmad/ib_discovery_collector.h"
 #include "collectors/ibmad/ibmad_collector.h"
 #include "collectors/ibmad/scan_targets.h"
@@ -39,6 +40,7 @@
 #include "daemon/agent/shard_placement.h"
 #include "daemon/agent/upload_fanout.h"
 #include "daemon/agent/uploader.h"
+#include "daemon/agent/xid_reader.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/http_server.h"
 #include "daemon/common/tls.h"
@@ -68,6 +70,21 @@ ABSL_FLAG(absl::Duration, duration, absl::InfiniteDuration(),
           "Stop after this long (default: until SIGINT/SIGTERM).");
 ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "The NVML library to load for NVLink state and errors; empty to leave NVLink off.");
+ABSL_FLAG(absl::Duration, nvml_slow_interval, absl::Seconds(10),
+          "Read the GPU signals whose NVML calls cost more (throttle-time counters ~1.2 ms per GPU "
+          "on an H200, ECC, row remapping, PCIe replays, compute processes) at this interval; the "
+          "cheap ones (clock event reasons, clocks, temperature, power, utilisation, PCIe link) "
+          "every --interval. 0: every interval.");
+ABSL_FLAG(bool, nvml_xid_events, true,
+          "Watch every GPU's XID events (an NVML event set on a thread of its own); each is "
+          "streamed to the aggregator at once.");
+ABSL_FLAG(bool, host_signals, true,
+          "Read the node's pressure stall information (<procfs-root>/pressure/{cpu,memory,io}) and "
+          "the CPU throttling (cpu.stat under <sysfs-root>/fs/cgroup) of the cgroups the NCCL "
+          "plugins on this node report.");
+ABSL_FLAG(absl::Duration, cgroup_forget_after, absl::Minutes(2),
+          "With --host-signals, stop reading a rank's cgroup this long after its last collective "
+          "record.");
 ABSL_FLAG(std::string, ethtool_source, "ioctl",
           "Where driver statistics come from: ioctl (SIOCETHTOOL), dir:PATH (`ethtool -S` dumps, "
           "one file per interface), or off.");
@@ -301,11 +318,27 @@ int main(int argc, char** argv) {
     collectors.push_back(std::move(scan));
   }
   const std::string nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  ringside::collectors::NvmlCollector* nvml = nullptr;
   if (!nvml_library.empty()) {
     ringside::collectors::NvmlOptions nv;
     nv.library = nvml_library;
     nv.rediscover_interval = ib.rediscover_interval;
-    collectors.push_back(std::make_unique<ringside::collectors::NvmlCollector>(nv));
+    nv.slow_interval = absl::GetFlag(FLAGS_nvml_slow_interval);
+    nv.xid_events = absl::GetFlag(FLAGS_nvml_xid_events);
+    auto c = std::make_unique<ringside::collectors::NvmlCollector>(nv);
+    nvml = c.get();
+    collectors.push_back(std::move(c));
+  }
+  // The cgroups come from the collective listener, made later: the collector asks through this.
+  auto cgroup_source = std::make_shared<std::function<std::vector<std::string>()>>();
+  if (absl::GetFlag(FLAGS_host_signals)) {
+    ringside::collectors::HostOptions ho;
+    ho.procfs_root = absl::GetFlag(FLAGS_procfs_root);
+    ho.sysfs_root = ib.sysfs_root;
+    ho.cgroups = [cgroup_source] {
+      return *cgroup_source ? (*cgroup_source)() : std::vector<std::string>{};
+    };
+    collectors.push_back(std::make_unique<ringside::collectors::HostCollector>(ho));
   }
   if (absl::GetFlag(FLAGS_lldp)) {
     ringside::collectors::LldpOptions lo;
@@ -401,6 +434,14 @@ int main(int argc, char** argv) {
                                    period, std::move(on_errors));
     }
     link_reader->Start();
+  }
+  // XID events, waited for on their own thread and logged with the link events.
+  std::unique_ptr<ringside::daemon::XidReader> xid_reader;
+  if (nvml != nullptr && nvml->xid_events() != nullptr) {
+    ringside::daemon::XidReaderOptions xo;
+    xo.clock = [clock = sampler.clock()] { return clock->Now(); };
+    xo.log = [](const std::string& m) { LogLine(m); };
+    xid_reader = std::make_unique<ringside::daemon::XidReader>(nvml->xid_events(), &link_log, xo);
   }
 
   // Streaming to the aggregator (declared before the exposer, which reads its stats).
@@ -502,7 +543,7 @@ int main(int argc, char** argv) {
         std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_tls_refresh_interval))));
     absl::StatusOr<std::unique_ptr<ringside::daemon::UploadFanout>> up =
         ringside::daemon::UploadFanout::Create(
-            uo, *targets, link_reader ? &link_log : nullptr,
+            uo, *targets, link_reader || xid_reader ? &link_log : nullptr,
             shards ? ringside::daemon::JobReplicas([shards](absl::string_view job) {
               return shards->shards()[shards->ShardOfJob(job)].replicas;
             })
@@ -553,6 +594,10 @@ int main(int argc, char** argv) {
         ringside::daemon::SteadyNow, [](const std::string& m) { LogLine(m); });
     if (started.ok()) {
       collectives = std::move(*started);
+      *cgroup_source = [listener = collectives.get(),
+                        age = absl::GetFlag(FLAGS_cgroup_forget_after)] {
+        return listener->RecentCgroups(age);
+      };
       LogLine(absl::StrCat("collective records on ", socket,
                            inherited->fd >= 0
                                ? absl::StrCat(" (socket from systemd, fd ", inherited->fd, ")")

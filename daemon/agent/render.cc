@@ -32,6 +32,8 @@ absl::string_view StatusName(ValueStatus s) {
       return "unavailable";
     case ValueStatus::kError:
       return "error";
+    case ValueStatus::kStale:
+      return "stale";
   }
   return "unknown";
 }
@@ -71,14 +73,15 @@ std::string RenderJson(const AgentSnapshot& snap) {
   std::string out = "[";
   bool first = true;
   ForEachSeries(snap, [&](const SeriesDef& def, const Value& v) {
-    absl::StrAppend(&out, first ? "\n" : ",\n", "{\"node\":", JsonQuote(snap.node),
-                    ",\"source\":", JsonQuote(def.source), ",\"device\":", JsonQuote(def.device),
-                    ",\"port\":", JsonQuote(def.port), ",\"counter\":", JsonQuote(def.counter),
-                    ",\"kind\":\"", collectors::KindName(def.kind), "\",\"value\":",
-                    v.status == ValueStatus::kOk ? absl::StrCat(v.raw) : "null",
-                    ",\"status\":\"", StatusName(v.status), "\",\"unit\":\"",
-                    collectors::UnitName(def.unit), "\",\"width\":", def.width,
-                    ",\"saturates\":", def.saturates ? "true" : "false", "}");
+    absl::StrAppend(
+        &out, first ? "\n" : ",\n", "{\"node\":", JsonQuote(snap.node),
+        ",\"source\":", JsonQuote(def.source), ",\"device\":", JsonQuote(def.device),
+        ",\"port\":", JsonQuote(def.port), ",\"counter\":", JsonQuote(def.counter), ",\"kind\":\"",
+        collectors::KindName(def.kind), "\",\"value\":",
+        v.status == ValueStatus::kOk || v.status == ValueStatus::kStale ? absl::StrCat(v.raw)
+                                                                        : "null",
+        ",\"status\":\"", StatusName(v.status), "\",\"unit\":\"", collectors::UnitName(def.unit),
+        "\",\"width\":", def.width, ",\"saturates\":", def.saturates ? "true" : "false", "}");
     first = false;
   });
   absl::StrAppend(&out, first ? "]\n" : "\n]\n");
@@ -89,8 +92,9 @@ std::string RenderText(const AgentSnapshot& snap) {
   std::string out = absl::StrFormat("%-16s %-10s %-4s %-34s %20s  %-16s %s\n", "SOURCE", "DEVICE",
                                     "PORT", "COUNTER", "VALUE", "UNIT", "WIDTH");
   ForEachSeries(snap, [&](const SeriesDef& def, const Value& v) {
-    std::string value = v.status == ValueStatus::kOk ? absl::StrCat(v.raw)
-                                                     : std::string(StatusName(v.status));
+    std::string value = v.status == ValueStatus::kOk || v.status == ValueStatus::kStale
+                            ? absl::StrCat(v.raw)
+                            : std::string(StatusName(v.status));
     absl::StrAppend(&out, absl::StrFormat("%-16s %-10s %-4s %-34s %20s  %-16s %d\n", def.source,
                                           def.device, def.port.empty() ? "-" : def.port,
                                           def.counter, value, collectors::UnitName(def.unit),

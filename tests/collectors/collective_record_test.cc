@@ -182,7 +182,7 @@ TEST(CollectiveRecordTest, RejectsMalformedHeaders) {
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadMagic);
   EXPECT_EQ(ErrorOf("GET / HTTP/1.0\r\n\r\n"), DecodeError::kBadMagic);
   f = good;
-  Poke(f, 4, 4, 2);
+  Poke(f, 4, 5, 2);
   EXPECT_EQ(ErrorOf(f), DecodeError::kBadVersion);
   f = good;
   Poke(f, 4, 3, 2);  // a version-1 header claiming version 3: its header_length is 96, not 416

@@ -3,6 +3,7 @@
 // reports is the calling thread's, as cudaSetDevice (runtime build only) made it current, else
 // FAKE_CUDA_DEVICE; with neither it fails the way CUDA does with no device (a non-zero error), so
 // the plugin must fall back. One process may drive several GPUs: each thread its own device.
+#include <cstdio>
 #include <cstdlib>
 
 namespace {
@@ -19,11 +20,20 @@ int Answer(int* device) {
   *device = std::atoi(v);
   return 0;
 }
+// CUDA's spelling of device `device`'s PCI address: "0000:1<D>:00.0", uppercase hex.
+int BusId(char* out, int len, int device) {
+  if (out == nullptr || len < 13 || device < 0) return 1;
+  std::snprintf(out, static_cast<size_t>(len), "0000:%02X:00.0", 0x10 + device);
+  return 0;
+}
 }  // namespace
 
 extern "C" {
 #ifdef FAKE_CUDA_RUNTIME
 __attribute__((visibility("default"))) int cudaGetDevice(int* device) { return Answer(device); }
+__attribute__((visibility("default"))) int cudaDeviceGetPCIBusId(char* out, int len, int device) {
+  return BusId(out, len, device);
+}
 __attribute__((visibility("default"))) int cudaSetDevice(int device) {
   if (device < 0) return 101;  // cudaErrorInvalidDevice
   current_device = device;
@@ -31,5 +41,8 @@ __attribute__((visibility("default"))) int cudaSetDevice(int device) {
 }
 #else
 __attribute__((visibility("default"))) int cuCtxGetDevice(int* device) { return Answer(device); }
+__attribute__((visibility("default"))) int cuDeviceGetPCIBusId(char* out, int len, int device) {
+  return BusId(out, len, device);
+}
 #endif
 }

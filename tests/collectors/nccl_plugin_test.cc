@@ -23,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -673,7 +674,7 @@ TEST_F(NcclPluginTest, AnAgentThatSpeaksOnlyVersionOneGetsEveryRecordInVersionOn
   args.push_back("--wait-file=" + go);
   Process p(args, tmp_.path());
   ASSERT_TRUE(p.WaitForStderr("phase 1 done", absl::Seconds(60))) << p.Stderr();
-  // The plugin's version-3 hello is cut off, then its version-2 hello (it has a pod); it
+  // The plugin's version-4 and -3 hellos are cut off, then its version-2 hello (it has a pod); it
   // reconnects in version 1 and loses nothing.
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (old.records() + old.dropped() < kCollectives && absl::Now() < deadline) {
@@ -684,7 +685,7 @@ TEST_F(NcclPluginTest, AnAgentThatSpeaksOnlyVersionOneGetsEveryRecordInVersionOn
   ASSERT_EQ(p.Wait(absl::Seconds(60)), 0) << p.Stderr();
   EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives + 1));
   EXPECT_EQ(old.dropped(), 0u);
-  EXPECT_EQ(old.refused(), 2u) << "refused hellos of versions 3 and 2, then version 1 for good";
+  EXPECT_EQ(old.refused(), 3u) << "refused hellos of versions 4, 3 and 2, then version 1 for good";
   EXPECT_EQ(old.garbage(), 0u);
   EXPECT_EQ(old.v2_records(), 0u);
 }
@@ -726,7 +727,7 @@ TEST_F(NcclPluginTest, AnAgentThatSpeaksVersionTwoGetsEveryRecordInVersionTwoWit
     EXPECT_EQ(old.records(), static_cast<uint64_t>(kCollectives + 1));
     EXPECT_EQ(old.dropped(), 0u);
     EXPECT_EQ(old.garbage(), 0u) << "a version-2 record with device bytes would be rejected";
-    EXPECT_EQ(old.refused(), 1u) << "one refused version-3 hello";
+    EXPECT_EQ(old.refused(), 2u) << "refused version-4 and version-3 hellos";
     EXPECT_EQ(old.v2_records(), pod ? static_cast<uint64_t>(kCollectives + 1) : 0u);
     EXPECT_EQ(old.v2_records_with_pod(), old.v2_records());
   }
@@ -768,6 +769,12 @@ TEST_F(NcclPluginTest, InitFindsTheCudaDeviceInTheAlreadyLoadedCudaLibrary) {
     for (size_t i = total - plan::kComms; i < total; ++i) {
       EXPECT_EQ(got[i].has_cuda_device(), cases[k].device >= 0) << "case " << k;
       if (cases[k].device >= 0) EXPECT_EQ(got[i].cuda_device(), cases[k].device) << "case " << k;
+      // Format version 4: the device's PCI address, from the same CUDA library (the fake says
+      // "0000:1<D>:00.0" in CUDA's uppercase; the record carries the sysfs form).
+      EXPECT_EQ(
+          got[i].gpu_pci_bus_id(),
+          cases[k].device >= 0 ? absl::StrFormat("0000:%02x:00.0", 0x10 + cases[k].device) : "")
+          << "case " << k;
     }
   }
   EXPECT_EQ(TotalRejections(), 0u) << Diagnostics();

@@ -306,6 +306,44 @@ TEST_F(CollectiveListenerTest, VersionThreeRecordsCarryTheirCudaDeviceAndAreAckn
   for (int fd : {v3, v2, v1, rogue}) ::close(fd);
 }
 
+// Format version 4: each record gets the sender's cgroup and its own GPU's PCI address (sysfs
+// form), the frame is acknowledged with 4, and the cgroup is among the recent ones the host
+// collector reads, until it is older than the asked age.
+TEST_F(CollectiveListenerTest, VersionFourRecordsCarryCgroupAndGpuPciAddress) {
+  Start({}, [this] {
+    absl::MutexLock lock(&clock_mu_);
+    return now_;
+  });
+  const int v4 = testing::ConnectUnix(Path());
+  ASSERT_GE(v4, 0);
+  std::vector<rc::CollectiveRecordFields> recs = {Record(0), Record(1)};
+  recs[0].cuda_device = 0;
+  recs[1].cuda_device = 1;
+  recs[1].rank = 2;
+  rc::BatchHeaderFields h;
+  h.version = rc::kFormatVersion4;
+  h.job_id.Set("job-1");
+  h.cgroup.Set("/kubepods.slice/pod-17.slice/cri-containerd-1.scope");
+  h.gpus[0] = rc::GpuSlot{true, 0, 0x19, 0, 0};
+  h.gpus[1] = rc::GpuSlot{true, 0, 0x3b, 0, 0};
+  ASSERT_TRUE(testing::SendAll(v4, *rc::EncodeFrame(h, recs)));
+  ASSERT_TRUE(WaitFor([&] { return RecordCount() == 2; }));
+  EXPECT_EQ(ReadByte(v4, absl::Seconds(5)), rc::kVersion4Ack);
+  std::map<uint64_t, v1::CollectiveRecord> by_seq;
+  for (const auto& r : records()) by_seq[r.seq()] = r;
+  EXPECT_EQ(by_seq[0].gpu_pci_bus_id(), "0000:19:00.0");
+  EXPECT_EQ(by_seq[1].gpu_pci_bus_id(), "0000:3b:00.0");
+  EXPECT_EQ(by_seq[0].cgroup(), "/kubepods.slice/pod-17.slice/cri-containerd-1.scope");
+  EXPECT_EQ(listener_->RecentCgroups(absl::Minutes(2)),
+            std::vector<std::string>{"/kubepods.slice/pod-17.slice/cri-containerd-1.scope"});
+  {
+    absl::MutexLock lock(&clock_mu_);
+    now_ += absl::Minutes(3);
+  }
+  EXPECT_TRUE(listener_->RecentCgroups(absl::Minutes(2)).empty());
+  EXPECT_EQ(Rejected("bad_version"), 0u);
+}
+
 TEST_F(CollectiveListenerTest, AGarbagePodIdentityIsCutOffAndCountedAsBadString) {
   Start();
   const int genuine = testing::ConnectUnix(Path());

@@ -124,6 +124,61 @@ Config LoadConfig() {
     } else if (d == "driver_version") {
       need(2, false);
       cfg.driver_version = w[1];
+    } else if (d == "nvml_version") {
+      need(2, false);
+      cfg.nvml_version = w[1];
+    } else if (d == "clocks_event_reasons") {
+      need(2, true);
+      gpu->clocks_event_reasons =
+          w[1] == "-" ? -1 : static_cast<long long>(ParseU64(w[1], line_no));
+    } else if (d == "signal") {
+      // signal <name> <value|->: one of the GPU signals below.
+      need(3, true);
+      const long long v = w[2] == "-" ? -1 : static_cast<long long>(ParseU64(w[2], line_no));
+      const std::pair<const char*, long long*> kSignals[] = {
+          {"sm_clock", &gpu->sm_clock},           {"sm_clock_max", &gpu->sm_clock_max},
+          {"temperature", &gpu->temperature},     {"power", &gpu->power},
+          {"power_limit", &gpu->power_limit},     {"utilization", &gpu->utilization},
+          {"pcie_gen", &gpu->pcie_gen},           {"pcie_gen_max", &gpu->pcie_gen_max},
+          {"pcie_width", &gpu->pcie_width},       {"pcie_width_max", &gpu->pcie_width_max},
+          {"pcie_replay", &gpu->pcie_replay},     {"ecc_uncorrected", &gpu->ecc_uncorrected},
+          {"remap_pending", &gpu->remap_pending}, {"remap_failure", &gpu->remap_failure},
+      };
+      bool known = false;
+      for (const auto& [name, slot] : kSignals) {
+        if (w[1] == name) {
+          *slot = v;
+          known = true;
+        }
+      }
+      if (!known) Bad(line_no, "unknown signal " + w[1]);
+    } else if (d == "processes") {
+      need(1, true);
+      gpu->processes_supported = true;
+      gpu->processes.clear();
+      for (size_t i = 1; i < w.size(); ++i) {
+        gpu->processes.push_back(static_cast<unsigned int>(ParseU64(w[i], line_no)));
+      }
+    } else if (d == "xid_events") {
+      need(2, true);
+      gpu->xid_supported = w[1] == "yes";
+    } else if (d == "xid") {
+      need(2, true);
+      gpu->xid_supported = true;
+      for (size_t i = 1; i < w.size(); ++i) gpu->xids.push_back(ParseU64(w[i], line_no));
+    } else if (d == "gpu_field") {
+      // gpu_field <id> <value> [<rate per second> [<since, Unix seconds>]]: a device-scope field.
+      need(3, true);
+      DeviceField f;
+      f.entry = ParseFieldValue(w[2], "ull", line_no);
+      if (w.size() > 3) f.rate_per_second = ParseU64(w[3], line_no);
+      if (w.size() > 4) f.since_unix = std::strtod(w[4].c_str(), nullptr);
+      gpu->device_fields[static_cast<unsigned int>(ParseU64(w[1], line_no))] = f;
+    } else if (d == "gpu_field_fail") {
+      need(3, true);
+      DeviceField f;
+      f.entry.ret = ParseCode(w[2], line_no);
+      gpu->device_fields[static_cast<unsigned int>(ParseU64(w[1], line_no))] = f;
     } else if (d == "fail" && gpu == nullptr) {
       need(3, false);
       cfg.fails.push_back(FailRule{w[1], ParseCode(w[2], line_no), kAll});

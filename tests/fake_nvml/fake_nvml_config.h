@@ -30,6 +30,16 @@ struct FieldEntry {
   nv::Value value{};
 };
 
+// A device-scope field value (throttle-time counters): base + rate per second since the fake was
+// loaded, so a counter ticks by itself between reads.
+struct DeviceField {
+  FieldEntry entry;
+  unsigned long long rate_per_second = 0;
+  // When set (Unix seconds), the rate counts from then (wall clock) instead of from the load:
+  // the simulator starts a counter ticking at the moment a fault begins.
+  double since_unix = 0;
+};
+
 struct FakeGpu {
   std::string name = "Fake GPU";
   std::string uuid;
@@ -42,6 +52,19 @@ struct FakeGpu {
   std::map<std::pair<long, int>, unsigned long long> counters;  // (link, counter)
   std::map<std::pair<unsigned int, long>, FieldEntry> fields;   // (field id, link)
   std::vector<FailRule> fails;
+  // GPU signals (collectors/nvml/gpu_signals.h); -1 (the default, so that NVLink-only configs
+  // keep their series): the call answers NOT_SUPPORTED.
+  long long clocks_event_reasons = -1;
+  long long sm_clock = -1, sm_clock_max = -1;
+  long long temperature = -1, power = -1, power_limit = -1, utilization = -1;
+  long long pcie_gen = -1, pcie_gen_max = -1, pcie_width = -1, pcie_width_max = -1;
+  long long pcie_replay = -1, ecc_uncorrected = -1;
+  long long remap_pending = -1, remap_failure = -1;
+  bool processes_supported = false;
+  std::vector<unsigned int> processes;   // compute process pids
+  bool xid_supported = false;            // XID registration answers (else NOT_SUPPORTED)
+  std::vector<unsigned long long> xids;  // in order; each delivered once, after registration
+  std::map<unsigned int, DeviceField> device_fields;
 
   bool IsDown(unsigned int link) const {
     for (unsigned int d : down) {
@@ -53,6 +76,7 @@ struct FakeGpu {
 
 struct Config {
   std::string driver_version = "999.99-fake";
+  std::string nvml_version;  // empty: nvmlSystemGetNVMLVersion answers NOT_SUPPORTED
   std::vector<FailRule> fails;
   std::vector<FakeGpu> gpus;
 };
