@@ -692,6 +692,10 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
     EXPECT_EQ(g.link_events, 1);
     EXPECT_EQ(agg->duplicates(), 0u);
     EXPECT_TRUE(agg->violations().empty()) << agg->violations().front();
+    // Each replica is told there are two (a replica without --peers warns: issue #25).
+    ASSERT_FALSE(agg->hellos().empty());
+    const auto& caps = agg->hellos().front().capabilities();
+    EXPECT_NE(std::find(caps.begin(), caps.end(), "replicas=2"), caps.end());
   }
 
   // /metrics: each replica's families, told apart by the aggregator label.
