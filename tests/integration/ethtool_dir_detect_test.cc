@@ -176,13 +176,24 @@ TEST_F(EthtoolDirDetectTest, PauseStormOnANetdevWithoutAnRdmaDeviceNamesItsOrigi
   const std::map<std::string, int> role = {
       {"node-04", 1}, {"node-02", -1}, {"node-05", -1}};  // 1 sends pauses, -1 is paused
   for (Node& n : nodes_) WriteDump(n, 0, 0, 0);
-  for (Node& n : nodes_) StartAgent(n, "500ms", /*link_events=*/false);
+  // The default 1 s interval, with the port-state watch (100 ms) that takes a sample at once when
+  // an InfiniBand error counter moves: mlx5_0 of every node counts a symbol error now and then,
+  // so the agents take early samples a few milliseconds after scheduled ones.
+  for (Node& n : nodes_) StartAgent(n, "1s", /*link_events=*/true);
 
-  // Quiet for 2 s, then 80 % paused on priority 3 (the dumps rewritten every 100 ms).
+  // Quiet for 2 s, then 80 % paused on priority 3 (the dumps rewritten every 250 ms, as a
+  // capture script or a driver's periodic statistics update would).
   const absl::Time start = absl::Now();
   const absl::Time storm = start + absl::Seconds(2);
   writer_ = std::thread([&] {
-    while (!stop_) {
+    uint64_t symbol_errors = 0;
+    for (int tick = 0; !stop_; ++tick) {
+      if (tick % 3 == 0) {
+        ++symbol_errors;
+        for (const Node& n : nodes_) {
+          (void)n.tree->SetIbCounter("mlx5_0", 1, "symbol_error", symbol_errors);
+        }
+      }
       const absl::Time now = absl::Now();
       const uint64_t paused_us =
           now > storm ? static_cast<uint64_t>(absl::ToInt64Microseconds(now - storm) * 0.8) : 0;
@@ -192,11 +203,11 @@ TEST_F(EthtoolDirDetectTest, PauseStormOnANetdevWithoutAnRdmaDeviceNamesItsOrigi
         const int what = r == role.end() ? 0 : r->second;
         WriteDump(n, what == 1 ? paused_us : 0, what == -1 ? paused_us : 0, bytes);
       }
-      absl::SleepFor(absl::Milliseconds(100));
+      absl::SleepFor(absl::Milliseconds(250));
     }
   });
 
-  // Three samples at 50 % or more, from a 500 ms interval: within a few seconds of the start.
+  // Three samples at 50 % or more: within a few seconds of the start.
   const bool raised = WaitFor(absl::Seconds(20), [](const json& list) {
     for (const json& s : OfKind(list, "pause_storm")) {
       if (s["evidence"].value("spread_ports", 0.0) >= 2) return true;
