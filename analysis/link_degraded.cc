@@ -138,8 +138,8 @@ void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
   }
   if (d <= 0) return;
   const double step_rate = usable ? SpanRate(es->recent.get(), es->known_since, t, step.interval, d,
-                                                  options_.rate_min_interval)
-                                       : StepRate(step);
+                                             options_.rate_min_interval)
+                                  : StepRate(step);
   const std::string name(ErrorName(code));
   switch (code) {
     case kSymbolError:

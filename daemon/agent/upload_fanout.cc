@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<UploadFanout>> UploadFanout::Create(
   if (!base.log) base.log = [](const std::string& m) { LogLine(m); };
   std::vector<std::shared_ptr<Uploader>> uploaders;
   for (const std::string& target : targets) {
-    absl::StatusOr<std::shared_ptr<Uploader>> up = MakeNodeUploader(base, target, links, targets.size());
+    absl::StatusOr<std::shared_ptr<Uploader>> up =
+        MakeNodeUploader(base, target, links, targets.size());
     if (!up.ok()) return up.status();
     uploaders.push_back(*std::move(up));
   }

@@ -376,9 +376,10 @@ int main(int argc, char** argv) {
     if (absl::GetFlag(FLAGS_peers).empty()) {
       // Right for a lone aggregator; a replica of a shard needs it (docs/deploy.md). The
       // aggregator warns louder once an agent says it streams to several replicas.
-      LogLine("no --peers: if other replicas of this shard stream the same nodes, start this one "
-              "with --peers=<their gRPC host:port>, or a restart with an empty --state-dir pages "
-              "their open incidents a second time (docs/deploy.md)");
+      LogLine(
+          "no --peers: if other replicas of this shard stream the same nodes, start this one "
+          "with --peers=<their gRPC host:port>, or a restart with an empty --state-dir pages "
+          "their open incidents a second time (docs/deploy.md)");
       o.warn_replicas_without_peers = true;
     }
     if (const std::string peers = absl::GetFlag(FLAGS_peers); !peers.empty()) {

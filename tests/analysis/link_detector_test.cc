@@ -249,7 +249,9 @@ TEST(LinkDegradedTest, AnEarlySampleMsAfterTheLastDoesNotMakeTheRateOfOneIncreme
   uint64_t counted = 0;
   auto step_to = [&](absl::Time t) {  // the counter read at `t`: every increment due by then
     const uint64_t due =
-        t < first ? 0 : static_cast<uint64_t>(absl::FDivDuration(t - first, absl::Milliseconds(250))) + 1;
+        t < first
+            ? 0
+            : static_cast<uint64_t>(absl::FDivDuration(t - first, absl::Milliseconds(250))) + 1;
     const uint64_t inc = 12 * (due - counted);
     counted = due;
     return sym.Step(t, inc);

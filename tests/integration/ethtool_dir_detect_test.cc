@@ -70,7 +70,8 @@ class EthtoolDirDetectTest : public ::testing::Test {
   void StartAggregator() {
     aggregator_ = std::make_unique<Process>(
         std::vector<std::string>{BinaryPath("daemon/ringside-aggregator"), "--listen=127.0.0.1:0",
-                                 "--http-listen=127.0.0.1:0", "--state-dir=" + dir_.path() + "/state"},
+                                 "--http-listen=127.0.0.1:0",
+                                 "--state-dir=" + dir_.path() + "/state"},
         dir_.path());
     grpc_port_ = LoggedPort(*aggregator_, "ingest (gRPC) listening");
     http_port_ = LoggedPort(*aggregator_, "HTTP (/metrics");
@@ -98,13 +99,13 @@ class EthtoolDirDetectTest : public ::testing::Test {
 
   void StartAgent(Node& n, const std::string& interval, bool link_events) {
     n.agent = std::make_unique<Process>(
-        std::vector<std::string>{BinaryPath("daemon/ringside-agent"),
-                                 "--sysfs-root=" + n.dir + "/sys", "--node-name=" + n.name,
-                                 absl::StrCat("--aggregator=127.0.0.1:", grpc_port_),
-                                 "--interval=" + interval, "--listen=", "--nvml-library=",
-                                 "--ethtool-source=dir:" + n.ethtool_dir,
-                                 absl::StrCat("--link-events=", link_events ? "true" : "false"),
-                                 "--collectives-socket=", "--upload-backoff-max=500ms"},
+        std::vector<std::string>{
+            BinaryPath("daemon/ringside-agent"), "--sysfs-root=" + n.dir + "/sys",
+            "--node-name=" + n.name, absl::StrCat("--aggregator=127.0.0.1:", grpc_port_),
+            "--interval=" + interval,
+            "--listen=", "--nvml-library=", "--ethtool-source=dir:" + n.ethtool_dir,
+            absl::StrCat("--link-events=", link_events ? "true" : "false"),
+            "--collectives-socket=", "--upload-backoff-max=500ms"},
         n.dir);
   }
 
@@ -222,7 +223,8 @@ TEST_F(EthtoolDirDetectTest, PauseStormOnANetdevWithoutAnRdmaDeviceNamesItsOrigi
   EXPECT_EQ(st["entity"].value("node", ""), "node-04") << st.dump(1);
   EXPECT_EQ(st["entity"].value("netdev", ""), "eth2") << st.dump(1);
   EXPECT_EQ(st["entity"].value("priority", ""), "3") << st.dump(1);
-  EXPECT_TRUE(absl::StrContains(st.value("summary", ""), "node-04 eth2 sends pauses")) << st.dump(1);
+  EXPECT_TRUE(absl::StrContains(st.value("summary", ""), "node-04 eth2 sends pauses"))
+      << st.dump(1);
   EXPECT_GT(st["evidence"].value("origin_tx_pause_fraction", 0.0), 0.6) << st.dump(1);
   EXPECT_TRUE(st["evidence"].contains("spread/node-02/eth2")) << st.dump(1);
   EXPECT_TRUE(st["evidence"].contains("spread/node-05/eth2")) << st.dump(1);
