@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
       if (absl::GetFlag(FLAGS_early_cycle_on_errors) && period < interval) {
         po.counters = {"symbol_error",    "link_error_recovery",         "link_downed",
                        "port_rcv_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors"};
-        sampler.EnableEarlyCycles();
+        sampler.EnableEarlyCycles({"infiniband"});
         on_errors = [&sampler] { sampler.RequestCycle(); };
       }
       link_reader->WatchPortStates(std::make_unique<ringside::collectors::PortStateWatcher>(po),

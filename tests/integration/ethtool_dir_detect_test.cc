@@ -5,7 +5,8 @@
 //
 // - A PFC pause storm on a netdev that has no RDMA device (eth2: an Ethernet port whose RDMA
 //   device the agent does not see): node-04 sends pauses on priority 3 (tx_prio3_pause_duration
-//   rising 800 ms a second), eth2 of node-02 and node-05 receives them. One pause_storm incident,
+//   rising 800 ms a second), eth2 of node-02 and node-05 receives them, while each node's
+//   InfiniBand port counts a symbol error a second (early samples). One pause_storm incident,
 //   named after node-04 eth2, with both victims in its spread.
 // - A degraded link's rate: node-05 mlx5_0 port 1's symbol_error rises 12 every 250 ms (48/s),
 //   with the agent's default early cycles (error counters watched every 100 ms, a sample taken at
@@ -178,22 +179,22 @@ TEST_F(EthtoolDirDetectTest, PauseStormOnANetdevWithoutAnRdmaDeviceNamesItsOrigi
       {"node-04", 1}, {"node-02", -1}, {"node-05", -1}};  // 1 sends pauses, -1 is paused
   for (Node& n : nodes_) WriteDump(n, 0, 0, 0);
   // The default 1 s interval, with the port-state watch (100 ms) that takes a sample at once when
-  // an InfiniBand error counter moves: mlx5_0 of every node counts a symbol error now and then,
-  // so the agents take early samples a few milliseconds after scheduled ones.
+  // an InfiniBand error counter moves: mlx5_0 of every node counts a symbol error every second, so
+  // the agents take an early sample in every interval. Before issue #25's fix that early sample
+  // re-read the dumps too: a step of a few milliseconds with Δ 0 (fraction 0), then the rest of
+  // the interval: never three storming samples in a row, no pause_storm at all.
   for (Node& n : nodes_) StartAgent(n, "1s", /*link_events=*/true);
 
-  // Quiet for 2 s, then 80 % paused on priority 3 (the dumps rewritten every 250 ms, as a
-  // capture script or a driver's periodic statistics update would).
+  // Quiet for 2 s, then 80 % paused on priority 3 (the dumps rewritten every second, as a capture
+  // script would).
   const absl::Time start = absl::Now();
   const absl::Time storm = start + absl::Seconds(2);
   writer_ = std::thread([&] {
     uint64_t symbol_errors = 0;
-    for (int tick = 0; !stop_; ++tick) {
-      if (tick % 3 == 0) {
-        ++symbol_errors;
-        for (const Node& n : nodes_) {
-          (void)n.tree->SetIbCounter("mlx5_0", 1, "symbol_error", symbol_errors);
-        }
+    while (!stop_) {
+      ++symbol_errors;
+      for (const Node& n : nodes_) {
+        (void)n.tree->SetIbCounter("mlx5_0", 1, "symbol_error", symbol_errors);
       }
       const absl::Time now = absl::Now();
       const uint64_t paused_us =
@@ -204,7 +205,7 @@ TEST_F(EthtoolDirDetectTest, PauseStormOnANetdevWithoutAnRdmaDeviceNamesItsOrigi
         const int what = r == role.end() ? 0 : r->second;
         WriteDump(n, what == 1 ? paused_us : 0, what == -1 ? paused_us : 0, bytes);
       }
-      absl::SleepFor(absl::Milliseconds(250));
+      absl::SleepFor(absl::Milliseconds(1000));
     }
   });
 
