@@ -77,8 +77,9 @@ ABSL_FLAG(bool, early_cycle_on_errors, true,
           "With --link_state_interval, also watch each InfiniBand port's link error counters "
           "(symbol_error, link_error_recovery, link_downed, port_rcv_errors, "
           "local_link_integrity_errors, excessive_buffer_overrun_errors) at that period, and run "
-          "the sampling cycle at once when one moves (at most one extra cycle per interval), so an "
-          "error burst is reported within the period whatever --interval is.");
+          "the sampling cycle at once when one moves (at most one extra cycle per interval; it "
+          "reads the InfiniBand counters only), so an error burst is reported within the period "
+          "whatever --interval is.");
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
           "List ports and counter files again at this interval.");
 ABSL_FLAG(std::string, aggregator, "",
