@@ -56,8 +56,8 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce(bool early) {
     collectors::CycleErrors errors;
     collectors::CollectorSnapshot& out = snap->collectors[i];
     if (previous != nullptr && i < previous->collectors.size() &&
-        std::find(early_collectors_.begin(), early_collectors_.end(),
-                  collectors_[i]->name()) == early_collectors_.end()) {
+        std::find(early_collectors_.begin(), early_collectors_.end(), collectors_[i]->name()) ==
+            early_collectors_.end()) {
       out = previous->collectors[i];  // not run in this early cycle
       snap->carried[i] = true;
       continue;
