@@ -40,6 +40,8 @@ const std::vector<Entry>& Table() {
       RS_OPT("link.symbol_window", link.symbol_window, "window of the symbol-error rule"),
       RS_OPT("link.symbol_burst_per_s", link.symbol_burst_per_s,
              "symbol errors per second over one step → degraded (warning)"),
+      RS_OPT("link.rate_min_interval", link.rate_min_interval,
+             "per-second error rates are taken over at least this long (shorter steps joined)"),
       RS_OPT("link.ufm_ber", link.ufm_ber, "UFM PDR BER bound (0 = off)"),
       RS_OPT("link.link_error_recovery_per_min", link.link_error_recovery_per_min,
              "link_error_recovery per minute → degraded (warning)"),

@@ -1,6 +1,7 @@
 // link_degraded: error rates against the UFM PDR, NVSentinel and DCGM thresholds (link_detector.h).
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,6 +11,31 @@
 namespace ringside::analysis {
 
 using namespace link_internal;  // NOLINT: this file's own helpers
+
+namespace {
+
+// The per-second rate of a step that counted `d` over `interval` to `t`, over at least `min_span`
+// (LinkOptions::rate_min_interval): `recent` holds the series' counting steps of the last
+// `min_span` (this one last), and steps known since `known_since` counted 0 between them. A step
+// that began before t - min_span counts whole (when within it the increments came is unknown).
+template <typename Counted>
+double SpanRate(const std::deque<Counted>* recent, absl::Time known_since, absl::Time t,
+                absl::Duration interval, double d, absl::Duration min_span) {
+  if (interval >= min_span) return d / absl::ToDoubleSeconds(interval);
+  const absl::Time target = t - min_span;
+  double counts = 0;
+  if (recent == nullptr) return d / absl::ToDoubleSeconds(interval);  // (a guard: never empty here)
+  for (auto it = recent->rbegin(); it != recent->rend(); ++it) {
+    if (it->end <= target) break;  // the steps after it counted 0 from before target
+    counts += it->count;
+    if (it->start <= target) return counts / absl::ToDoubleSeconds(t - it->start);
+  }
+  if (counts <= 0) counts = d;  // (this step is always in `recent`; a guard)
+  const absl::Time from = std::max(target, known_since);
+  return counts / absl::ToDoubleSeconds(t - from);
+}
+
+}  // namespace
 
 // --- link_degraded ----------------------------------------------------------------------------
 
@@ -96,12 +122,34 @@ void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
   } else {
     l.err_attention &= ~bit;
   }
+  // The timeline of the rates over at least rate_min_interval (LinkOptions): steps known without
+  // a gap since known_since, and the ones that counted lately.
+  const absl::Time start = t - step.interval;
+  const bool usable = DeltaUsable(step.kind) && step.interval > absl::ZeroDuration();
+  if (!usable) {
+    es->known_since = absl::InfiniteFuture();  // what happened before this step is unknown
+    es->recent.clear();
+  } else {
+    if (es->known_since == absl::InfiniteFuture()) es->known_since = start;
+    if (d > 0) es->recent.push_back(Link::Counted{start, t, d});
+    while (!es->recent.empty() && es->recent.front().end <= t - options_.rate_min_interval) {
+      es->recent.pop_front();
+    }
+  }
   if (d <= 0) return;
-  const double step_rate = StepRate(step);
+  const double step_rate = usable ? SpanRate(es->recent.get(), es->known_since, t, step.interval, d,
+                                             options_.rate_min_interval)
+                                  : StepRate(step);
   const std::string name(ErrorName(code));
   switch (code) {
     case kSymbolError:
     case kPcsSymbol: {
+      // The rate first: a finding the window's count emits on this step then shows this step's
+      // rate, not the one of the last step that breached it.
+      if (step_rate > options_.symbol_burst_per_s) {
+        Breach(l, t, Severity::kWarning, name + "_per_s", step_rate, options_.symbol_burst_per_s,
+               out);
+      }
       const double hours = absl::ToDoubleHours(options_.symbol_window);
       const double limit = options_.symbol_errors_per_hour * hours;
       if (es->sum > limit) {
@@ -113,10 +161,6 @@ void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
         if (es->sum > ber_limit) {
           Breach(l, t, Severity::kCritical, name + "_ber_window", es->sum, ber_limit, out);
         }
-      }
-      if (step_rate > options_.symbol_burst_per_s) {
-        Breach(l, t, Severity::kWarning, name + "_per_s", step_rate, options_.symbol_burst_per_s,
-               out);
       }
       break;
     }

@@ -61,6 +61,14 @@ struct LinkOptions {
   absl::Duration symbol_window = absl::Minutes(12);
   // symbol_error faster than this over one step → warning (NVSentinel non-fatal, > 10/s).
   double symbol_burst_per_s = 10;
+  // The per-second rates of symbol_error and port_rcv_errors (the two rules above and below that
+  // say "over one step", and the evidence an engineer reads) are taken over at least this long:
+  // a step shorter than it — an early sample the agent took because an error counter moved, a
+  // few milliseconds after its last — is joined with the steps before it (a counter that did not
+  // move in between counts 0 there). Over a few milliseconds a rate is the size of one increment
+  // divided by an interval that is not the one it accumulated over (12 errors every 250 ms read
+  // 37 ms after the last sample is 324/s, for 48/s).
+  absl::Duration rate_min_interval = absl::Seconds(1);
   // UFM PDR BER test: symbol errors over `symbol_window` above rate × window × ber (2.88 for NDR at
   // 1e-14) → critical. 0 = off (default): raw errors are normal on PAM4 links (NVSentinel), and at
   // NDR the bound is 3 errors in 12 minutes. Needs infiniband_port/rate samples.

@@ -198,6 +198,9 @@ class LazyDeque {
     if (q_ == nullptr) q_ = std::make_unique<std::deque<T>>();
     q_->push_back(v);
   }
+  void clear() { q_.reset(); }
+  // The elements (null when there never were any, or after clear()).
+  const std::deque<T>* get() const { return q_.get(); }
 
  private:
   std::unique_ptr<std::deque<T>> q_;
@@ -258,12 +261,22 @@ struct LinkDetector::Link {
     absl::Time time;
     double count;
   };
+  // A step that counted, for rates over at least LinkOptions::rate_min_interval (SpanRate).
+  struct Counted {
+    absl::Time start, end;
+    double count;
+  };
   struct ErrSeries {
     link_internal::Code code = link_internal::kNone;
     bool stuck = false;  // saturated at its maximum
     double sum = 0;
     uint64_t total = 0;
     link_internal::LazyDeque<Hit> hits;
+    // Since when the series' steps are known without a gap (the start of the first usable step,
+    // or of the first after an unusable one), and its counting steps of the last
+    // rate_min_interval: between them, steps counted 0.
+    absl::Time known_since = absl::InfiniteFuture();
+    link_internal::LazyDeque<Counted> recent;
   };
   std::vector<ErrSeries> errs;
   double rate_bits_per_s = 0;

@@ -65,7 +65,10 @@ std::vector<TopologyEvent> DiffTopologies(const Topology& before, const Topology
   std::map<Key, bool> keys;
   for (const auto& [k, v] : b) keys[k] = true;
   for (const auto& [k, v] : a) keys[k] = true;
-  for (const auto& [k, unused] : keys) {
+  for (const auto& [key, unused] : keys) {
+    // A named reference: the lambda below may not capture the structured binding itself (clang
+    // accepts that only from 16, and the fuzz build uses Debian 12's clang 14).
+    const Key& k = key;
     std::vector<const HcaAttachment*> was = b[k], now = a[k];
     // Unchanged ends first, then the same switch on another port, then the rest in order.
     auto drop_pairs = [&](auto same, std::optional<TopologyEventKind> kind) {

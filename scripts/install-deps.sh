@@ -17,6 +17,7 @@ PACKAGES=(
   systemd python3
   iproute2 ethtool procps openssl
   dpkg-dev mmdebstrap podman
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -100,8 +100,9 @@ ABSL_FLAG(bool, early_cycle_on_errors, true,
           "With --link_state_interval, also watch each InfiniBand port's link error counters "
           "(symbol_error, link_error_recovery, link_downed, port_rcv_errors, "
           "local_link_integrity_errors, excessive_buffer_overrun_errors) at that period, and run "
-          "the sampling cycle at once when one moves (at most one extra cycle per interval), so an "
-          "error burst is reported within the period whatever --interval is.");
+          "the sampling cycle at once when one moves (at most one extra cycle per interval; it "
+          "reads the InfiniBand counters only), so an error burst is reported within the period "
+          "whatever --interval is.");
 ABSL_FLAG(absl::Duration, rediscover_interval, absl::Seconds(30),
           "List ports and counter files again at this interval.");
 ABSL_FLAG(std::string, aggregator, "",
@@ -427,7 +428,7 @@ int main(int argc, char** argv) {
       if (absl::GetFlag(FLAGS_early_cycle_on_errors) && period < interval) {
         po.counters = {"symbol_error",    "link_error_recovery",         "link_downed",
                        "port_rcv_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors"};
-        sampler.EnableEarlyCycles();
+        sampler.EnableEarlyCycles({"infiniband"});
         on_errors = [&sampler] { sampler.RequestCycle(); };
       }
       link_reader->WatchPortStates(std::make_unique<ringside::collectors::PortStateWatcher>(po),

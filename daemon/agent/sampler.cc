@@ -29,8 +29,14 @@ Sampler::Sampler(SamplerOptions options,
   errors_since_log_.assign(collectors_.size(), 0);
 }
 
-std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
+std::shared_ptr<const AgentSnapshot> Sampler::RunOnce(bool early) {
+  std::shared_ptr<const AgentSnapshot> previous;
+  if (early && !early_collectors_.empty()) {
+    absl::MutexLock lock(&mu_);
+    previous = latest_;
+  }
   auto snap = std::make_shared<AgentSnapshot>();
+  snap->carried.assign(collectors_.size(), false);
   snap->node = options_.node;
   snap->cycle = ++cycle_;
   snap->overruns_total = overruns_;
@@ -49,6 +55,13 @@ std::shared_ptr<const AgentSnapshot> Sampler::RunOnce() {
   for (size_t i = 0; i < collectors_.size(); ++i) {
     collectors::CycleErrors errors;
     collectors::CollectorSnapshot& out = snap->collectors[i];
+    if (previous != nullptr && i < previous->collectors.size() &&
+        std::find(early_collectors_.begin(), early_collectors_.end(), collectors_[i]->name()) ==
+            early_collectors_.end()) {
+      out = previous->collectors[i];  // not run in this early cycle
+      snap->carried[i] = true;
+      continue;
+    }
     const absl::Time start = now();
     collectors_[i]->Collect(start, out, errors);
     out.timestamp = start;
@@ -88,7 +101,8 @@ void Sampler::RequestCycle() {
   (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
-void Sampler::EnableEarlyCycles() {
+void Sampler::EnableEarlyCycles(std::vector<std::string> only) {
+  early_collectors_ = std::move(only);
   if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   early_enabled_ = wake_fd_ >= 0;
 }
@@ -108,7 +122,7 @@ void Sampler::Run(absl::Notification& stop,
     bool early = false;
     if (!SleepUntil(stop, next, !early_used, &early)) break;
     if (early) ++early_;  // before RunOnce, which publishes the count
-    std::shared_ptr<const AgentSnapshot> snap = RunOnce();
+    std::shared_ptr<const AgentSnapshot> snap = RunOnce(early);
     if (on_cycle) on_cycle(snap);
     if (early) {
       early_used = true;

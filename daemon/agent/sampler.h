@@ -38,6 +38,10 @@ struct AgentSnapshot {
   absl::Time timestamp;
   uint64_t cycle = 0;
   std::vector<collectors::CollectorSnapshot> collectors;
+  // Parallel to collectors: true for a collector an early cycle did not run (its snapshot is the
+  // previous cycle's, carried over for readers of the latest snapshot; not a new reading, so the
+  // uploader does not send it again under this cycle's time).
+  std::vector<bool> carried;
   std::vector<CollectorHealth> health;  // parallel to collectors
   uint64_t overruns_total = 0;          // cycles that started late because the previous overran
   uint64_t early_total = 0;             // cycles run ahead of the schedule (RequestCycle)
@@ -63,8 +67,9 @@ class Sampler {
   // with them (link events): a time read from it after a cycle began is not before that cycle's.
   std::shared_ptr<ForwardClock> clock() const { return clock_; }
 
-  // One cycle: every collector once; publishes and returns the snapshot.
-  std::shared_ptr<const AgentSnapshot> RunOnce();
+  // One cycle: every collector once (an early one: those of early_collectors, the others carried
+  // over from the previous snapshot); publishes and returns the snapshot.
+  std::shared_ptr<const AgentSnapshot> RunOnce(bool early = false);
 
   // Cycles every interval on a fixed schedule until `stop` is notified. A cycle that overruns its
   // slot makes the next start at once; the missed slots are counted, not queued.
@@ -81,7 +86,12 @@ class Sampler {
   // atomic store and one write to an eventfd); a no-op unless EnableEarlyCycles() was called
   // before Run().
   void RequestCycle();
-  void EnableEarlyCycles();
+  // `only`: the collectors (by name) an early cycle runs; empty: all. The agent names the one
+  // whose error counters its watch follows ("infiniband"): the others keep their cadence, so
+  // their steps are not cut into a few-millisecond step and the rest of the interval (a counter
+  // updated at its own pace — an `ethtool -S` dump rewritten every second — would show 0 over the
+  // first and twice its rate over the second: no three storming samples in a row, issue #25).
+  void EnableEarlyCycles(std::vector<std::string> only = {});
   ~Sampler();
 
  private:
@@ -102,6 +112,7 @@ class Sampler {
   uint64_t overruns_ = 0;
   uint64_t early_ = 0;
   bool early_enabled_ = false;
+  std::vector<std::string> early_collectors_;  // EnableEarlyCycles(only)
   std::atomic<bool> wake_{false};  // a cycle was requested
   int wake_fd_ = -1;               // eventfd written by RequestCycle(), polled by SleepUntil()
 

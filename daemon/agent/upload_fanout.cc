@@ -31,9 +31,11 @@ absl::StatusOr<std::vector<std::string>> ParseAggregatorList(absl::string_view l
 }
 
 absl::StatusOr<std::shared_ptr<Uploader>> UploadFanout::MakeNodeUploader(
-    const UploaderOptions& base, const std::string& target, const LinkEventLog* links, Gate gate) {
+    const UploaderOptions& base, const std::string& target, const LinkEventLog* links,
+    size_t replicas, Gate gate) {
   UploaderOptions o = base;
   o.target = target;
+  if (replicas >= 2) o.capabilities.push_back(absl::StrCat("replicas=", replicas));
   o.agent_epoch = 0;  // each replica its own epoch: its sequence numbers are its own
   if (gate != nullptr) o.may_open_session = [gate] { return gate->load(); };
   absl::StatusOr<std::unique_ptr<Uploader>> up = Uploader::Create(std::move(o), links);
@@ -51,7 +53,8 @@ absl::StatusOr<std::unique_ptr<UploadFanout>> UploadFanout::Create(
   if (!base.log) base.log = [](const std::string& m) { LogLine(m); };
   std::vector<std::shared_ptr<Uploader>> uploaders;
   for (const std::string& target : targets) {
-    absl::StatusOr<std::shared_ptr<Uploader>> up = MakeNodeUploader(base, target, links);
+    absl::StatusOr<std::shared_ptr<Uploader>> up =
+        MakeNodeUploader(base, target, links, targets.size());
     if (!up.ok()) return up.status();
     uploaders.push_back(*std::move(up));
   }
@@ -226,7 +229,7 @@ absl::Status UploadFanout::MoveNodeTo(const std::vector<std::string>& targets,
         gate = gates[target] = std::make_shared<std::atomic<bool>>(false);
       }
       absl::StatusOr<std::shared_ptr<Uploader>> made =
-          MakeNodeUploader(base_, target, links_, gate);
+          MakeNodeUploader(base_, target, links_, targets.size(), gate);
       if (!made.ok()) {
         for (auto& [t, g] : gates) g->store(true);
         return made.status();

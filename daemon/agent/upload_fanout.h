@@ -109,10 +109,13 @@ class UploadFanout {
         uploaders_(std::move(uploaders)) {}
   // Opens the gate of a node uploader held back by MoveNodeTo.
   using Gate = std::shared_ptr<std::atomic<bool>>;
-  // `gate` (optional): the uploader opens no session before it is set.
+  // `gate` (optional): the uploader opens no session before it is set. `replicas`: how many
+  // aggregators get the node's counters; from 2, its Hello says so ("replicas=N" among its
+  // capabilities), so that a replica started without --peers can warn (docs/deploy.md).
   static absl::StatusOr<std::shared_ptr<Uploader>> MakeNodeUploader(const UploaderOptions& base,
                                                                     const std::string& target,
                                                                     const LinkEventLog* links,
+                                                                    size_t replicas,
                                                                     Gate gate = nullptr);
   // The uploader for `target`: one of the node's shard, one being retired, else a
   // collectives-only one (made now).

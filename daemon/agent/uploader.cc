@@ -149,11 +149,14 @@ void Uploader::OnSnapshot(const AgentSnapshot& snap) {
       }
       ++info_version_;
     }
-    for (const collectors::CollectorSnapshot& cs : snap.collectors) {
+    for (size_t c = 0; c < snap.collectors.size(); ++c) {
+      const collectors::CollectorSnapshot& cs = snap.collectors[c];
       if (!cs.table) continue;
+      // Carried over by an early cycle: the values were sent with the cycle that read them.
+      const bool carried = c < snap.carried.size() && snap.carried[c];
       const std::vector<uint32_t>& ids = series_.IdsFor(cs.collector, cs.table, &changed);
       current_ids_.insert(current_ids_.end(), ids.begin(), ids.end());
-      for (size_t i = 0; i < ids.size() && i < cs.values.size(); ++i) {
+      for (size_t i = 0; !carried && i < ids.size() && i < cs.values.size(); ++i) {
         if (cs.values[i].status != collectors::ValueStatus::kOk) continue;
         batch->add_ids(ids[i]);
         batch->add_values(cs.values[i].raw);

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   io.now = o.now;
   io.steady_now = o.steady_now;
   io.log = o.log;
+  io.warn_replicas_without_peers = o.warn_replicas_without_peers;
   a->core_ = std::make_unique<IngestCore>(io, a->stats_.get());
   IngestCore* core = a->core_.get();
   core->SetObserver(o.observer);

@@ -77,6 +77,9 @@ struct AggregatorOptions {
   WindowOptions windows;
   absl::Duration stale_after = absl::Seconds(30);
   absl::Duration hello_timeout = absl::Seconds(10);
+  // Started without --peers: warn when an agent says it streams to several replicas
+  // (IngestOptions::warn_replicas_without_peers).
+  bool warn_replicas_without_peers = false;
   int max_streams_per_connection = 16;
   GrpcKeepaliveOptions keepalive;
   // The journal lives in <state_dir>/journal. Empty: memory only.

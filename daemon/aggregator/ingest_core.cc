@@ -6,6 +6,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/protocol.h"
 
@@ -236,6 +238,22 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   // collectives-only here, never judged stale for the silence of its counters.
   const auto& caps = hello.capabilities();
   n.counters_here = caps.empty() || std::find(caps.begin(), caps.end(), "samples") != caps.end();
+  if (options_.warn_replicas_without_peers && options_.log && !warned_replicas_.load()) {
+    for (const std::string& c : caps) {
+      int replicas = 0;
+      if (!absl::StartsWith(c, "replicas=") ||
+          !absl::SimpleAtoi(absl::string_view(c).substr(9), &replicas) || replicas < 2 ||
+          warned_replicas_.exchange(true)) {
+        continue;
+      }
+      options_.log(absl::StrCat(
+          "WARNING: node ", n.name, " streams its counters to ", replicas,
+          " aggregators (replicas of one shard), but this one was started without --peers: if it "
+          "is restarted with an empty --state-dir it raises the shard's open incidents again "
+          "under new keys and Alertmanager pages them a second time. Start every replica with "
+          "--peers=<the other replicas' gRPC host:port> (docs/deploy.md)."));
+    }
+  }
   if (!n.counters_here && observer_ != nullptr) observer_->OnCountersElsewhere(n.name);
   NodeEntry::Epoch& ep = n.GetEpoch(hello.agent_epoch(), now, options_.limits.max_epochs_per_node);
   // The agent holds nothing below resend_from_seq: close the gap below it.

@@ -9,6 +9,7 @@
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_INGEST_CORE_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_INGEST_CORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +61,10 @@ struct IngestOptions {
   std::function<absl::Time()> now = absl::Now;
   std::function<absl::Time()> steady_now = SteadyNow;
   std::function<void(const std::string&)> log;
+  // This aggregator was started without --peers: the first agent whose Hello says it streams to
+  // several replicas ("replicas=N") makes it log a warning (docs/deploy.md: a replica restarted
+  // with an empty state dir without --peers pages the open incidents again).
+  bool warn_replicas_without_peers = false;
 };
 
 struct ReceivedCollective {
@@ -212,6 +217,7 @@ class IngestCore {
   analysis::SeriesStore store_;
   const absl::Time started_;
   const absl::Time started_steady_;  // options_.steady_now() at construction
+  std::atomic<bool> warned_replicas_{false};  // warn_replicas_without_peers: logged once
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<NodeEntry>> nodes_ ABSL_GUARDED_BY(mu_);

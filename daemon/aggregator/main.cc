@@ -415,6 +415,15 @@ int main(int argc, char** argv) {
     ao.state_dir = state_dir;
     ao.topology_file = absl::GetFlag(FLAGS_topology);
     ao.log = [](const std::string& m) { LogLine(m); };
+    if (absl::GetFlag(FLAGS_peers).empty()) {
+      // Right for a lone aggregator; a replica of a shard needs it (docs/deploy.md). The
+      // aggregator warns louder once an agent says it streams to several replicas.
+      LogLine(
+          "no --peers: if other replicas of this shard stream the same nodes, start this one "
+          "with --peers=<their gRPC host:port>, or a restart with an empty --state-dir pages "
+          "their open incidents a second time (docs/deploy.md)");
+      o.warn_replicas_without_peers = true;
+    }
     if (const std::string peers = absl::GetFlag(FLAGS_peers); !peers.empty()) {
       // Before the first alert: the other replicas' open incidents, so a restart pages nobody.
       ringside::daemon::PeerFetchOptions po;

@@ -476,6 +476,60 @@ TEST_F(IngestServiceTest, ACollectivesOnlyNodeIsNeverStale) {
   EXPECT_EQ(agg_->core().Totals().stale_nodes, 1u);
 }
 
+// Issue #25: a replica started without --peers warns, once, when an agent says it streams to
+// several replicas of the shard (restarted with an empty state dir, it would page again).
+TEST_F(IngestServiceTest, AReplicaWithoutPeersWarnsWhenAgentsStreamToSeveralReplicas) {
+  auto warnings = [this] {
+    absl::MutexLock l(&log_mu_);
+    int n = 0;
+    for (const std::string& m : log_) n += absl::StrContains(m, "without --peers") ? 1 : 0;
+    return n;
+  };
+  auto hello = [](const std::string& node, const char* replicas) {
+    v1::AgentMessage m = HelloMsg(node, 1);
+    for (const char* c : {"samples", "collectives", "link_events"}) {
+      m.mutable_hello()->add_capabilities(c);
+    }
+    if (replicas != nullptr) m.mutable_hello()->add_capabilities(replicas);
+    return m;
+  };
+  AggregatorOptions o = Options();
+  o.warn_replicas_without_peers = true;  // main.cc: no --peers
+  Start(o);
+  RawAgent lone(port());  // streams to this aggregator only
+  ASSERT_TRUE(lone.Send(hello("lone", nullptr)));
+  ASSERT_TRUE(lone.Read().has_value());
+  EXPECT_EQ(warnings(), 0);
+  RawAgent a(port()), b(port());
+  ASSERT_TRUE(a.Send(hello("node-1", "replicas=2")));
+  ASSERT_TRUE(a.Read().has_value());
+  ASSERT_TRUE(b.Send(hello("node-2", "replicas=2")));
+  ASSERT_TRUE(b.Read().has_value());
+  EXPECT_EQ(warnings(), 1);
+  {
+    absl::MutexLock l(&log_mu_);
+    bool named = false;
+    for (const std::string& m : log_) {
+      named = named || (absl::StrContains(m, "node-1 streams its counters to 2 aggregators") &&
+                        absl::StrContains(m, "--peers="));
+    }
+    EXPECT_TRUE(named);
+  }
+}
+
+// With --peers, nothing to say.
+TEST_F(IngestServiceTest, AReplicaWithPeersDoesNotWarn) {
+  Start(Options());
+  RawAgent a(port());
+  v1::AgentMessage m = HelloMsg("node-1", 1);
+  m.mutable_hello()->add_capabilities("samples");
+  m.mutable_hello()->add_capabilities("replicas=2");
+  ASSERT_TRUE(a.Send(m));
+  ASSERT_TRUE(a.Read().has_value());
+  absl::MutexLock l(&log_mu_);
+  for (const std::string& line : log_) EXPECT_FALSE(absl::StrContains(line, "--peers")) << line;
+}
+
 TEST_F(IngestServiceTest, RatesAcrossAGapEqualTheCounterDifference) {
   Start(Options());
   RawAgent agent(port());

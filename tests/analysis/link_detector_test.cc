@@ -236,6 +236,78 @@ TEST(LinkDegradedTest, SymbolErrorRateAboveTheNvsentinelBoundOverTheUfmWindow) {
   EXPECT_EQ(r->at, At(last_burst) + absl::Minutes(5));
 }
 
+// Issue #25: symbol_error rises 12 every 250 ms (48/s) from just before a scheduled sample,
+// sampled every second, plus the early sample the agent takes when its 100 ms watch sees an
+// error counter move: here 37 ms after each scheduled sample, the first catching one increment.
+// The rates the incident shows are the counter's, not 12 / 37 ms = 324/s.
+TEST(LinkDegradedTest, AnEarlySampleMsAfterTheLastDoesNotMakeTheRateOfOneIncrement) {
+  LinkDetector d;
+  std::vector<Finding> out;
+  SimCounter sym{"node-05", "infiniband", "mlx5_0", "1", "symbol_error", 64, false};
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  const absl::Time first = t0 + absl::Milliseconds(980);  // increments at first + 250 ms × k
+  uint64_t counted = 0;
+  auto step_to = [&](absl::Time t) {  // the counter read at `t`: every increment due by then
+    const uint64_t due =
+        t < first
+            ? 0
+            : static_cast<uint64_t>(absl::FDivDuration(t - first, absl::Milliseconds(250))) + 1;
+    const uint64_t inc = 12 * (due - counted);
+    counted = due;
+    return sym.Step(t, inc);
+  };
+  for (int s = -3; s <= 0; ++s) d.ObserveCounter(step_to(t0 + absl::Seconds(s)), out);  // clean
+  ASSERT_TRUE(out.empty());
+  for (int s = 1; s <= 8; ++s) {
+    const absl::Time scheduled = t0 + absl::Seconds(s) - absl::Milliseconds(30);
+    d.ObserveCounter(step_to(scheduled), out);
+    d.ObserveCounter(step_to(scheduled + absl::Milliseconds(37)), out);  // early
+  }
+  const Finding* last = nullptr;
+  for (const Finding& x : out) {
+    if (x.kind != IncidentKind::kLinkDegraded || !x.active) continue;
+    last = &x;
+    // Every rate a finding showed: none of one increment over 37 ms.
+    if (x.evidence.count("symbol_error_per_s")) {
+      EXPECT_LE(x.evidence.at("symbol_error_per_s"), 60) << x.summary;
+    }
+  }
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->severity, Severity::kCritical);  // more than 24 in 12 minutes, too
+  ASSERT_TRUE(last->evidence.count("symbol_error_per_s")) << last->summary;
+  EXPECT_NEAR(last->evidence.at("symbol_error_per_s"), 48, 6) << last->summary;
+  EXPECT_EQ(last->evidence.at("symbol_error_in_window"), 48) << last->summary;
+}
+
+// A short first step after a quiet stretch is spread over the quiet time before it, up to
+// rate_min_interval; a step of that length or longer is its own rate.
+TEST(LinkDegradedTest, RatesOverAtLeastRateMinInterval) {
+  LinkOptions o;
+  o.rate_min_interval = absl::Seconds(2);
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  // The symbol_error_per_s of the last finding after 10 quiet 1 s steps and one of `last` with
+  // `errors`.
+  auto rate_after = [&](absl::Duration last, uint64_t errors) {
+    LinkDetector d(o);
+    std::vector<Finding> out;
+    SimCounter sym{"node-1", "infiniband", "mlx5_0", "1", "symbol_error", 64, false};
+    for (int s = 0; s <= 10; ++s) d.ObserveCounter(sym.Step(t0 + absl::Seconds(s), 0), out);
+    d.ObserveCounter(sym.Step(t0 + absl::Seconds(10) + last, errors), out);
+    const Finding* f = nullptr;
+    for (const Finding& x : out) {
+      if (x.kind == IncidentKind::kLinkDegraded && x.active) f = &x;
+    }
+    return f != nullptr && f->evidence.count("symbol_error_per_s")
+               ? f->evidence.at("symbol_error_per_s")
+               : -1.0;
+  };
+  EXPECT_DOUBLE_EQ(rate_after(absl::Milliseconds(100), 30), 15);  // 30 over the last 2 s
+  EXPECT_DOUBLE_EQ(rate_after(absl::Seconds(2), 30), 15);
+  EXPECT_DOUBLE_EQ(rate_after(absl::Seconds(3), 90), 30);  // its own step
+  o.rate_min_interval = absl::ZeroDuration();  // off: the step's own rate, however short
+  EXPECT_DOUBLE_EQ(rate_after(absl::Milliseconds(100), 30), 300);
+}
+
 TEST(LinkDegradedTest, ACounterStuckAtItsMaximumKeepsItOpenUntilCleared) {
   LinkDetector d;
   std::vector<Finding> out;

@@ -107,6 +107,47 @@ TEST(SamplerTest, RunCyclesUntilStopped) {
   EXPECT_EQ(calls.load(), seen.load());
 }
 
+// Issue #25: an early cycle runs only the collectors named to EnableEarlyCycles (the agent: the
+// InfiniBand one, whose error counters moved); the others are carried over from the last cycle
+// and marked so, and the uploader sends them with the cycle that read them only.
+TEST(SamplerTest, AnEarlyCycleRunsOnlyTheNamedCollectorsAndMarksTheOthersCarried) {
+  std::atomic<int> other_calls{0};
+  std::vector<std::unique_ptr<collectors::Collector>> cs;
+  cs.push_back(std::make_unique<CountingCollector>(&other_calls));  // named "counting"
+  Sampler s(SamplerOptions{"n1", absl::Seconds(30)}, std::move(cs));
+  s.EnableEarlyCycles({"infiniband"});
+  absl::Notification stop;
+  std::atomic<int> seen{0};
+  std::shared_ptr<const AgentSnapshot> last;
+  absl::Mutex mu;
+  std::thread t([&] {
+    s.Run(stop, [&](const std::shared_ptr<const AgentSnapshot>& snap) {
+      absl::MutexLock l(&mu);
+      last = snap;
+      ++seen;
+    });
+  });
+  for (int i = 0; i < 2000 && seen.load() < 1; ++i) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(seen.load(), 1);
+  {
+    absl::MutexLock l(&mu);
+    ASSERT_EQ(last->carried.size(), 1u);
+    EXPECT_FALSE(last->carried[0]);  // a scheduled cycle reads everything
+  }
+  s.RequestCycle();
+  for (int i = 0; i < 2000 && seen.load() < 2; ++i) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(seen.load(), 2);
+  stop.Notify();
+  t.join();
+  EXPECT_EQ(other_calls.load(), 1) << "the early cycle read a collector it was not asked to";
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(last->early_total, 1u);
+  ASSERT_EQ(last->carried.size(), 1u);
+  EXPECT_TRUE(last->carried[0]);
+  ASSERT_EQ(last->collectors[0].values.size(), 1u);
+  EXPECT_EQ(last->collectors[0].values[0].raw, 1u);  // the last reading, carried over
+}
+
 // RequestCycle(): one cycle ahead of the slot, at most one per slot, the schedule kept; a stop
 // still ends Run() at once (not at the next slot) although it waits on its own condition.
 TEST(SamplerTest, ARequestedCycleRunsAtOnceAtMostOncePerSlotAndStopStaysPrompt) {

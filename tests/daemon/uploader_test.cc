@@ -692,6 +692,11 @@ TEST_F(UploadFanoutTest, AReplicaDownNeitherBlocksNorStarvesTheOther) {
     EXPECT_EQ(g.link_events, 1);
     EXPECT_EQ(agg->duplicates(), 0u);
     EXPECT_TRUE(agg->violations().empty()) << agg->violations().front();
+    // Each replica is told there are two (a replica without --peers warns: issue #25).
+    const std::vector<v1::Hello> hellos = agg->hellos();  // a copy
+    ASSERT_FALSE(hellos.empty());
+    const auto& caps = hellos.front().capabilities();
+    EXPECT_NE(std::find(caps.begin(), caps.end(), "replicas=2"), caps.end());
   }
 
   // /metrics: each replica's families, told apart by the aggregator label.
@@ -803,7 +808,10 @@ TEST_F(UploadFanoutTest, MovingSendsLaterDataOnlyToTheNewShardsReplicas) {
   ASSERT_TRUE(FakeAggregator::WaitFor([&] { return fake_.hellos().size() == 2; }, kWait))
       << logs_.All();
   const std::vector<v1::Hello> old_hellos = fake_.hellos();
-  EXPECT_EQ(old_hellos[0].capabilities_size(), 3);
+  // Counters, collectives and link events, to one of two replicas.
+  EXPECT_EQ(std::vector<std::string>(old_hellos[0].capabilities().begin(),
+                                     old_hellos[0].capabilities().end()),
+            (std::vector<std::string>{"samples", "collectives", "link_events", "replicas=2"}));
   EXPECT_EQ(std::vector<std::string>(old_hellos[1].capabilities().begin(),
                                      old_hellos[1].capabilities().end()),
             std::vector<std::string>{"collectives"});
@@ -822,7 +830,8 @@ TEST_F(UploadFanoutTest, MovingSendsLaterDataOnlyToTheNewShardsReplicas) {
   EXPECT_EQ(moved.batches, (std::set<int64_t>{200'000'000'000, 201'000'000'000, 202'000'000'000}));
   EXPECT_EQ(second_.hellos().size(), 1u);  // its session went on
   EXPECT_EQ(third.hellos().size(), 1u);
-  EXPECT_EQ(third.hellos().front().capabilities_size(), 3);  // the node's counters now come here
+  // The node's counters now come here (one of the new shard's two replicas).
+  EXPECT_EQ(third.hellos().front().capabilities_size(), 4);
   for (const FakeAggregator* agg : {&fake_, &second_, &third}) {
     EXPECT_EQ(agg->duplicates(), 0u);
     EXPECT_TRUE(agg->violations().empty()) << agg->violations().front();

@@ -3,7 +3,7 @@
 #   tests/fuzz/run_fuzzers.sh [seconds per target, default 60] [build dir, default build-fuzz] [target...]
 # The build dir must be configured with clang and -DRINGSIDE_FUZZ=ON and built (--target fuzzers).
 # Each target starts from a working corpus in <build dir>/fuzz-corpus/<target> (seeded from
-# tests/fuzz/corpus/<target> and, where the fixtures have inputs of its kind, /work/shared
+# tests/fuzz/corpus/<target> and, where the fixtures have inputs of its kind, the shared/
 # fixtures read-only); crashes land in <build dir>/fuzz-artifacts/<target>/. Each run checks for
 # leaks (-detect_leaks=1), hangs (-timeout=10 s per input) and memory (-rss_limit_mb=2048).
 # FUZZ_NICE (default 10) is the niceness the fuzzers run at.
