@@ -28,6 +28,13 @@ struct CollectiveObservation {
   // several GPUs; (host, pid, cuda_device) is one worker.
   int32_t cuda_device = -1;
   bool clock_synchronized = false;
+  int64_t enqueue_ns = 0;  // host enqueue time, the rank's own clock; 0 when unknown
+  // The node's clock error bound when the record was forwarded (the agent's adjtimex maxerror);
+  // -1 when unknown (an older agent, or a clock the kernel marks unsynchronised).
+  int64_t clock_error_ns = -1;
+  // The rank's GPU by PCI bus id (normalised, "0000:17:00.0"); empty when unknown. Ranks on one
+  // node with one bus id share a GPU.
+  std::string gpu_bus_id;
   int32_t peer = -1;     // point-to-point: the peer rank; -1 for a collective
 
   bool is_p2p() const { return peer >= 0; }

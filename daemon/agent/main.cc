@@ -30,6 +30,7 @@
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_collector.h"
 #include "daemon/agent/agent_health.h"
+#include "daemon/agent/clock_bound.h"
 #include "daemon/agent/collective_listener.h"
 #include "daemon/agent/collective_metrics.h"
 #include "daemon/agent/exposition.h"
@@ -537,6 +538,9 @@ int main(int argc, char** argv) {
     auto started = ringside::daemon::CollectiveListener::Start(
         co,
         [up = uploader.get()](ringside::v1::CollectiveBatch batch) {
+          // The node's clock bound with every batch (one adjtimex read, no privilege): the
+          // aggregator compares enqueue times across nodes only within it.
+          *batch.mutable_clock() = ringside::daemon::ReadClockBound();
           if (up != nullptr) up->EnqueueCollectives(std::move(batch));
         },
         ringside::daemon::SteadyNow, [](const std::string& m) { LogLine(m); });

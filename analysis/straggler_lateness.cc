@@ -1,0 +1,107 @@
+#include "analysis/straggler_lateness.h"
+
+#include <algorithm>
+#include <map>
+
+namespace ringside::analysis {
+namespace {
+
+// The lower median (for two values, the smaller): one selection, linear.
+int64_t LowerMedian(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  return v[mid];
+}
+
+bool EnqueueComparable(const std::vector<RankArrival>& ranks, int64_t need_ns, double ratio) {
+  bool one_host = ranks.front().host >= 0;
+  int64_t bound = 0;
+  bool bounded = true;
+  for (const RankArrival& a : ranks) {
+    if (a.enqueue_ns <= 0) return false;
+    one_host &= a.host == ranks.front().host;
+    if (a.clock_error_ns < 0) bounded = false;
+    bound = std::max(bound, a.clock_error_ns);
+  }
+  if (one_host) return true;
+  return bounded && 2.0 * static_cast<double>(bound) <= ratio * static_cast<double>(need_ns);
+}
+
+}  // namespace
+
+InstanceLateness JudgeInstance(const std::vector<RankArrival>& ranks,
+                               const LatenessOptions& options) {
+  InstanceLateness out;
+  const size_t n = ranks.size();
+  out.ranks.resize(n);
+  if (n == 0) return out;
+  bool synced = true;
+  for (const RankArrival& a : ranks) synced &= a.synced;
+  // Kernel-level arrival, larger = later: the start with synchronised clocks, else minus the kernel
+  // time (a late rank waits less for the others).
+  std::vector<int64_t> key(n);
+  for (size_t r = 0; r < n; ++r) {
+    key[r] = synced ? ranks[r].start_ns : -ranks[r].duration_ns;
+    if (key[r] > key[out.latest]) out.latest = r;
+  }
+  const int64_t median = LowerMedian(key);
+  out.base_ns = ranks[out.latest].duration_ns;  // the latest rank waits for no one
+  out.need_ns = static_cast<int64_t>(
+      std::max(absl::ToDoubleNanoseconds(options.min_margin),
+               options.min_margin_ratio * static_cast<double>(out.base_ns)));
+
+  out.enqueue_comparable = EnqueueComparable(ranks, out.need_ns, options.clock_error_ratio);
+  int64_t median_enqueue = 0;
+  if (out.enqueue_comparable) {
+    std::vector<int64_t> e(n);
+    for (size_t r = 0; r < n; ++r) e[r] = ranks[r].enqueue_ns;
+    median_enqueue = LowerMedian(std::move(e));
+  }
+
+  // Ranks by GPU: only a GPU with two ranks or more is shared.
+  std::map<int32_t, std::vector<size_t>> by_gpu;
+  for (size_t r = 0; r < n; ++r) {
+    if (ranks[r].gpu >= 0) by_gpu[ranks[r].gpu].push_back(r);
+  }
+  for (const auto& [gpu, members] : by_gpu) {
+    for (size_t r : members) out.ranks[r].gpu_sharers = static_cast<int32_t>(members.size());
+  }
+
+  for (size_t r = 0; r < n; ++r) {
+    const RankArrival& a = ranks[r];
+    RankLateness& l = out.ranks[r];
+    l.kernel_ns = key[r] - median;
+    l.lateness_ns = l.kernel_ns;
+    if (!out.enqueue_comparable) continue;
+    const int64_t host = a.enqueue_ns - median_enqueue;
+    if (options.gpu_sharing && l.gpu_sharers > 1 && a.start_ns >= a.enqueue_ns) {
+      const std::vector<size_t>& group = by_gpu[a.gpu];
+      // One time slice: the median gap between the group's kernel starts (one clock: one node).
+      std::vector<int64_t> starts;
+      starts.reserve(group.size());
+      for (size_t o : group) starts.push_back(ranks[o].start_ns);
+      std::sort(starts.begin(), starts.end());
+      std::vector<int64_t> gaps;
+      for (size_t i = 1; i < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
+      const int64_t slice = LowerMedian(std::move(gaps));
+      // The group's other kernels that were running while this one waited to start.
+      int64_t running = 0;
+      for (size_t o : group) {
+        if (o == r) continue;
+        const RankArrival& b = ranks[o];
+        if (b.start_ns < a.start_ns && b.start_ns + b.duration_ns > a.enqueue_ns) ++running;
+      }
+      const int64_t wait = a.start_ns - a.enqueue_ns;
+      const int64_t unexplained = wait - std::min(wait, running * slice);
+      l.lateness_ns = std::min(l.kernel_ns, std::max<int64_t>(0, host) + unexplained);
+    }
+    if (l.lateness_ns > 0) {
+      l.host_ns = std::clamp<int64_t>(host, 0, l.lateness_ns);
+      l.gpu_ns = l.lateness_ns - l.host_ns;
+    }
+  }
+  return out;
+}
+
+}  // namespace ringside::analysis
