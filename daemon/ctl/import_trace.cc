@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/detection_options.h"
 #include "analysis/import/flight_recorder_importer.h"
 #include "analysis/import/record_summary.h"
 #include "analysis/import/ringside_journal_importer.h"
@@ -35,6 +36,9 @@ const std::vector<FlagSpec>& Specs() {
        "flight-recorder, one FILE: its global rank (else the dump's rank, else the file name's "
        "trailing digits)",
        ""},
+      {"detect-set", "", true, "NAME=VALUE,...",
+       "with --analyze: detector thresholds, as the aggregator's --detect-set (straggler.*)",
+       "the aggregator's defaults"},
       {"analyze", "", false, "",
        "run the straggler and job_slowdown detectors over the trace on its own clock and print "
        "the incidents (-o json: a JSON array; else a table); implies --include-p2p",
@@ -91,6 +95,14 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
     return Fail(ctx, absl::StrCat("unknown -o \"", output, "\": summary, json or csv"));
   }
   if (parsed->positional.empty()) return Fail(ctx, "no FILE given (see --help)");
+  analysis::FabricAnalysisOptions detection;
+  if (parsed->Has("detect-set")) {
+    if (!analyze) return Fail(ctx, "--detect-set applies to --analyze");
+    if (absl::Status s = analysis::ParseDetectionAssignments(parsed->Get("detect-set"), detection);
+        !s.ok()) {
+      return Fail(ctx, std::string(s.message()));
+    }
+  }
   std::optional<int64_t> rank;
   if (parsed->Has("rank")) {
     int64_t r = 0;
@@ -155,7 +167,7 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
   }
 
   if (analyze) {
-    std::vector<TraceIncident> incidents = AnalyzeRecords(all);
+    std::vector<TraceIncident> incidents = AnalyzeRecords(all, detection.straggler);
     if (output == "json") {
       WriteIncidentsJson(incidents, ctx.out);
     } else {

@@ -200,6 +200,24 @@ TEST_F(ImportJournalTest, RealH200JournalFlagsTheHostHeldRankAndNothingElse) {
   EXPECT_EQ(inc["evidence"]["gpu_sharing_ranks"], 4);
 }
 
+// The same replay without the GPU-sharing rule is what main did live: rank 1 (scheduled after the
+// others on the shared GPU in every other instance) stays open after its slowdown ended.
+TEST_F(ImportJournalTest, WithoutTheSharingRuleTheRealJournalKeepsRankOneOpen) {
+  testing::RunResult r = testing::Run({Ringside(), "import-trace", "--format=ringside-journal",
+                                       "--analyze", "-o", "json",
+                                       "--detect-set=straggler.gpu_sharing=false", RealJournal()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json incidents = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(incidents.is_array()) << r.out;
+  bool open_rank1 = false;
+  for (const json& i : incidents) open_rank1 |= i["rank"] == 1 && i["resolved_seq"].is_null();
+  EXPECT_TRUE(open_rank1) << r.out;
+  r = testing::Run({Ringside(), "import-trace", "--format=ringside-journal",
+                    "--detect-set=straggler.nope=1", "--analyze", RealJournal()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "straggler.nope")) << r.err;
+}
+
 TEST_F(ImportJournalTest, TableSaysWhereAndWhen) {
   testing::RunResult r = testing::Run(
       {Ringside(), "import-trace", "--format=ringside-journal", "--analyze", RealJournal()});
