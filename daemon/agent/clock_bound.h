@@ -8,6 +8,7 @@
 #include <sys/timex.h>
 
 #include <functional>
+#include <optional>
 
 #include "ringside/v1/ingest.pb.h"
 
@@ -16,10 +17,11 @@ namespace ringside::daemon {
 // The system call, a seam for tests: returns the clock state (TIME_OK ... TIME_ERROR) or -1.
 using AdjtimexFn = std::function<int(struct timex*)>;
 
-// synchronized: the call succeeded, the state is not TIME_ERROR and STA_UNSYNC is clear. The
-// errors are timex.maxerror and timex.esterror (µs) in ns; when the call fails, synchronized is
-// false and both are 0.
-v1::ClockBound ReadClockBound(const AdjtimexFn& adjtimex_fn = nullptr);
+// synchronized: the state is not TIME_ERROR and STA_UNSYNC is clear. The errors are timex.maxerror
+// and timex.esterror (µs) in ns. nullopt when the call fails: the shipped systemd unit refuses it
+// (ProtectClock=yes and ~@privileged filter adjtimex even for a read, EPERM); then the agent sends
+// no bound, which the aggregator takes as unknown (docs/privileges.md).
+std::optional<v1::ClockBound> ReadClockBound(const AdjtimexFn& adjtimex_fn = nullptr);
 
 }  // namespace ringside::daemon
 

@@ -3,10 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -539,8 +543,18 @@ int main(int argc, char** argv) {
         co,
         [up = uploader.get()](ringside::v1::CollectiveBatch batch) {
           // The node's clock bound with every batch (one adjtimex read, no privilege): the
-          // aggregator compares enqueue times across nodes only within it.
-          *batch.mutable_clock() = ringside::daemon::ReadClockBound();
+          // aggregator compares enqueue times across nodes only within it. Refused (the systemd
+          // unit's ProtectClock=yes): no bound, said once.
+          if (std::optional<ringside::v1::ClockBound> clock = ringside::daemon::ReadClockBound()) {
+            *batch.mutable_clock() = *clock;
+          } else {
+            static std::atomic<bool> said{false};
+            if (!said.exchange(true)) {
+              LogLine(absl::StrCat("clock bound: adjtimex refused (", std::strerror(errno),
+                                   "); collective batches go without it, so the aggregator "
+                                   "cannot compare enqueue times across nodes (docs/privileges.md)"));
+            }
+          }
           if (up != nullptr) up->EnqueueCollectives(std::move(batch));
         },
         ringside::daemon::SteadyNow, [](const std::string& m) { LogLine(m); });
