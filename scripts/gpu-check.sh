@@ -239,6 +239,10 @@ for p_i, p in enumerate(phases):
         if got: ok = False; print(f"       MISMATCH: nobody was held back, ringside raised {got}")
     elif got != [want]:
         ok = False; print(f"       MISMATCH: expected rank {want[0]} where={want[1]}, got {got or 'nothing'}")
+    else:  # and it must resolve within about a window (20 instances) of the phase's end
+        rs = opened_r[0].get("resolved_seq")
+        if rs is None or rs > hi + 1 + 40:
+            ok = False; print(f"       MISMATCH: rank {want[0]} resolved at seq {rs}, phase ended at {hi}")
 for i in replay:
     rs = i.get("resolved_seq")
     print(f"replay: rank {i.get('rank')} ({i.get('where')}) opened at seq {i.get('opened_seq')} "
