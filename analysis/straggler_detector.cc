@@ -59,7 +59,7 @@ std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
 }
 
 void StragglerDetector::LogOp(const CollectiveObservation& obs) {
-  Worker w{obs.host, obs.global_rank, obs.pid, obs.cuda_device, {}, {}, {}, 1};
+  Worker w{obs.host, obs.global_rank, obs.pid, obs.cuda_device, {}, {}, {}, 1, -1, -1};
   OpLog& log = ops_[WorkerKey(obs.job, w)];
   log.ops.push_back(OpLog::Op{obs.stop_ns, obs.duration_ns(), obs.is_p2p()});
   while (log.ops.size() > 8192) log.ops.pop_front();
@@ -80,9 +80,19 @@ void StragglerDetector::Observe(const CollectiveObservation& obs, std::vector<Fi
   }
   if (!obs.comm_name.empty()) comm.name = obs.comm_name;
   if (comm.name.empty()) comm.name = absl::StrFormat("%016x", obs.comm_id);
-  comm.workers[obs.rank] =
-      Worker{obs.host,          obs.global_rank, obs.pid,        obs.cuda_device,
-             obs.pod,           obs.pod_namespace, obs.gpu_bus_id, comm.workers[obs.rank].gpu_sharers};
+  Worker& worker = comm.workers[obs.rank];
+  const bool moved = worker.host_index < 0 || worker.host != obs.host ||
+                     worker.gpu_bus_id != obs.gpu_bus_id || worker.cuda_device != obs.cuda_device;
+  worker = Worker{obs.host, obs.global_rank,   obs.pid,        obs.cuda_device,
+                  obs.pod,  obs.pod_namespace, obs.gpu_bus_id, worker.gpu_sharers,
+                  worker.host_index, worker.gpu_index};
+  if (moved) {  // its first record, or its process moved: look its node and GPU up once
+    const auto index = [](std::map<std::string, int32_t>& m, const std::string& k) {
+      return k.empty() ? -1 : m.try_emplace(k, static_cast<int32_t>(m.size())).first->second;
+    };
+    worker.host_index = index(comm.host_index, obs.host);
+    worker.gpu_index = index(comm.gpu_index, GpuKey(worker));
+  }
 
   auto key = std::make_pair(obs.function, obs.seq);
   auto [it, fresh] = comm.pending.try_emplace(key);
@@ -123,13 +133,10 @@ void StragglerDetector::Complete(Comm& comm, const std::string& function, const 
   const size_t n = p.ranks.size();
   // Which ranks share a clock (a node) and a GPU, as indexes.
   std::vector<RankArrival> ranks(n);
-  std::map<std::string, int32_t> hosts, gpus;
   for (size_t r = 0; r < n; ++r) {
     ranks[r] = p.ranks[r].at;
-    const Worker& w = comm.workers[r];
-    if (!w.host.empty()) ranks[r].host = hosts.try_emplace(w.host, hosts.size()).first->second;
-    const std::string gpu = GpuKey(w);
-    if (!gpu.empty()) ranks[r].gpu = gpus.try_emplace(gpu, gpus.size()).first->second;
+    ranks[r].host = comm.workers[r].host_index;
+    ranks[r].gpu = comm.workers[r].gpu_index;
   }
   LatenessOptions lo;
   lo.min_margin = options_.min_margin;

@@ -103,7 +103,6 @@ class StragglerDetector {
   struct Arrival {
     bool seen = false;
     RankArrival at;  // host and gpu indexes are filled in when the instance completes
-    int64_t clock_error_ns = -1;
   };
   struct Pending {
     std::vector<Arrival> ranks;
@@ -152,6 +151,11 @@ class StragglerDetector {
     std::string pod_namespace;
     std::string gpu_bus_id;  // its GPU's PCI bus id, when the plugin knew it
     int32_t gpu_sharers = 1;  // ranks of the communicator on its GPU (itself included)
+    // Its node and GPU (GpuKey) as indexes into the communicator's lists: ranks with one node
+    // index share a clock, with one GPU index a GPU; -1 unknown. Kept as records arrive, so
+    // judging an instance makes no strings.
+    int32_t host_index = -1;
+    int32_t gpu_index = -1;
   };
   struct SizeClass {
     std::vector<double> baseline;  // collective times (s) of the first instances
@@ -165,6 +169,7 @@ class StragglerDetector {
     std::map<std::pair<std::string, uint64_t>, Pending> pending;  // (function, seq)
     std::map<std::string, Window> windows;  // by function
     std::vector<Worker> workers;  // by comm rank
+    std::map<std::string, int32_t> host_index, gpu_index;  // for Worker::host_index, gpu_index
     std::map<int32_t, Flag> flagged;  // comm ranks with an open straggler finding
     std::map<std::tuple<std::string, int>, SizeClass> sizes;  // (function, log2 bytes)
     // Per function, per comm rank: moving average (over about `window` instances) of the share of

@@ -1,7 +1,6 @@
 #include "analysis/straggler_lateness.h"
 
 #include <algorithm>
-#include <map>
 
 namespace ringside::analysis {
 namespace {
@@ -59,42 +58,55 @@ InstanceLateness JudgeInstance(const std::vector<RankArrival>& ranks,
     median_enqueue = LowerMedian(std::move(e));
   }
 
-  // Ranks by GPU: only a GPU with two ranks or more is shared.
-  std::map<int32_t, std::vector<size_t>> by_gpu;
+  // Ranks by GPU (sorted, no map: one allocation per instance); only a GPU with two ranks or
+  // more is shared. For a shared GPU's ranks, the kernel wait that sharing does not explain.
+  std::vector<std::pair<int32_t, uint32_t>> by_gpu;
   for (size_t r = 0; r < n; ++r) {
-    if (ranks[r].gpu >= 0) by_gpu[ranks[r].gpu].push_back(r);
+    if (ranks[r].gpu >= 0) by_gpu.emplace_back(ranks[r].gpu, static_cast<uint32_t>(r));
   }
-  for (const auto& [gpu, members] : by_gpu) {
-    for (size_t r : members) out.ranks[r].gpu_sharers = static_cast<int32_t>(members.size());
+  std::sort(by_gpu.begin(), by_gpu.end());
+  std::vector<int64_t> unexplained;  // per rank; -1: not on a shared GPU
+  std::vector<int64_t> starts;
+  for (size_t b = 0; b < by_gpu.size();) {
+    size_t e = b;
+    while (e < by_gpu.size() && by_gpu[e].first == by_gpu[b].first) ++e;
+    const int32_t k = static_cast<int32_t>(e - b);
+    for (size_t i = b; i < e; ++i) out.ranks[by_gpu[i].second].gpu_sharers = k;
+    if (k > 1 && options.gpu_sharing && out.enqueue_comparable) {
+      if (unexplained.empty()) unexplained.assign(n, -1);
+      // One time slice: the median gap between the group's kernel starts (one node, one clock).
+      starts.clear();
+      for (size_t i = b; i < e; ++i) starts.push_back(ranks[by_gpu[i].second].start_ns);
+      std::sort(starts.begin(), starts.end());
+      std::vector<int64_t> gaps;
+      gaps.reserve(starts.size() - 1);
+      for (size_t i = 1; i < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
+      const int64_t slice = LowerMedian(std::move(gaps));
+      for (size_t i = b; i < e; ++i) {
+        const RankArrival& a = ranks[by_gpu[i].second];
+        if (a.start_ns < a.enqueue_ns) continue;  // clocks disagree: judged as before
+        // The group's other kernels that were running while this one waited to start.
+        int64_t running = 0;
+        for (size_t o = b; o < e; ++o) {
+          if (o == i) continue;
+          const RankArrival& c = ranks[by_gpu[o].second];
+          if (c.start_ns < a.start_ns && c.start_ns + c.duration_ns > a.enqueue_ns) ++running;
+        }
+        const int64_t wait = a.start_ns - a.enqueue_ns;
+        unexplained[by_gpu[i].second] = wait - std::min(wait, running * slice);
+      }
+    }
+    b = e;
   }
 
   for (size_t r = 0; r < n; ++r) {
-    const RankArrival& a = ranks[r];
     RankLateness& l = out.ranks[r];
     l.kernel_ns = key[r] - median;
     l.lateness_ns = l.kernel_ns;
     if (!out.enqueue_comparable) continue;
-    const int64_t host = a.enqueue_ns - median_enqueue;
-    if (options.gpu_sharing && l.gpu_sharers > 1 && a.start_ns >= a.enqueue_ns) {
-      const std::vector<size_t>& group = by_gpu[a.gpu];
-      // One time slice: the median gap between the group's kernel starts (one clock: one node).
-      std::vector<int64_t> starts;
-      starts.reserve(group.size());
-      for (size_t o : group) starts.push_back(ranks[o].start_ns);
-      std::sort(starts.begin(), starts.end());
-      std::vector<int64_t> gaps;
-      for (size_t i = 1; i < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
-      const int64_t slice = LowerMedian(std::move(gaps));
-      // The group's other kernels that were running while this one waited to start.
-      int64_t running = 0;
-      for (size_t o : group) {
-        if (o == r) continue;
-        const RankArrival& b = ranks[o];
-        if (b.start_ns < a.start_ns && b.start_ns + b.duration_ns > a.enqueue_ns) ++running;
-      }
-      const int64_t wait = a.start_ns - a.enqueue_ns;
-      const int64_t unexplained = wait - std::min(wait, running * slice);
-      l.lateness_ns = std::min(l.kernel_ns, std::max<int64_t>(0, host) + unexplained);
+    const int64_t host = ranks[r].enqueue_ns - median_enqueue;
+    if (!unexplained.empty() && unexplained[r] >= 0) {
+      l.lateness_ns = std::min(l.kernel_ns, std::max<int64_t>(0, host) + unexplained[r]);
     }
     if (l.lateness_ns > 0) {
       l.host_ns = std::clamp<int64_t>(host, 0, l.lateness_ns);
