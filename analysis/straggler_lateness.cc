@@ -1,6 +1,7 @@
 #include "analysis/straggler_lateness.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ringside::analysis {
 namespace {
@@ -46,9 +47,10 @@ InstanceLateness JudgeInstance(const std::vector<RankArrival>& ranks,
   }
   const int64_t median = LowerMedian(key);
   out.base_ns = ranks[out.latest].duration_ns;  // the latest rank waits for no one
+  // Rounded up: an integer lateness reaches it exactly when it reaches the real-valued margin.
   out.need_ns = static_cast<int64_t>(
-      std::max(absl::ToDoubleNanoseconds(options.min_margin),
-               options.min_margin_ratio * static_cast<double>(out.base_ns)));
+      std::ceil(std::max(absl::ToDoubleNanoseconds(options.min_margin),
+                         options.min_margin_ratio * static_cast<double>(out.base_ns))));
 
   out.enqueue_comparable = EnqueueComparable(ranks, out.need_ns, options.clock_error_ratio);
   int64_t median_enqueue = 0;
