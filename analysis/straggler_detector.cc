@@ -293,7 +293,8 @@ void StragglerDetector::Emit(const Comm& comm, const std::string& function, uint
   if (w.cuda_device >= 0) parts.push_back(absl::StrCat("cuda device ", w.cuda_device));
   if (!w.pod.empty()) parts.push_back(absl::StrCat("pod ", w.pod_namespace, "/", w.pod));
   const std::string pod = parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
-  std::string why = "; host and GPU lateness not told apart (clocks not comparable)";
+  std::string why =
+      "; host and GPU lateness not told apart (no enqueue times, or clocks not comparable)";
   if (at == "host") {
     why = absl::StrFormat("; late on the host: enqueued %.1f ms late (its GPU %.1f ms)",
                           f.evidence["host_lateness_ms"], f.evidence["gpu_lateness_ms"]);
