@@ -300,10 +300,10 @@ TEST_F(QueryCliTest, Stragglers) {
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u) << r.out;
   EXPECT_EQ(lines[0],
-            "JOB  RANK  NODE    POD                COMM    SCORE  MARGIN  WAIT  WHERE             "
+            "JOB  RANK  NODE    POD                COMM    SCORE  MARGIN  WAIT  WHERE           "
             "INSTANCES  INCIDENT");
   EXPECT_EQ(lines[1],
-            "j1      5  node-b  train/j1-worker-5  0x7f01    90%     31%    2%  host                     "
+            "j1      5  node-b  train/j1-worker-5  0x7f01    90%     31%    2%  host                   "
             "40  #15 straggler");
   EXPECT_TRUE(absl::StartsWith(lines[2], "j2      0  node-c  -                  ")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[2], "gpu (shared 4)")) << lines[2];
