@@ -28,8 +28,13 @@ struct CollectiveObservation {
   // several GPUs; (host, pid, cuda_device) is one worker.
   int32_t cuda_device = -1;
   bool clock_synchronized = false;
+  int64_t enqueue_ns = 0;  // host enqueue time, the rank's own clock; 0 when unknown
+  // The node's clock error bound when the record was forwarded (the agent's adjtimex maxerror);
+  // -1 when unknown (an older agent, or a clock the kernel marks unsynchronised).
+  int64_t clock_error_ns = -1;
   // The rank's GPU as a PCI bus id, sysfs form ("0000:19:00.0"; analysis/pci_bus_id.h): the NVML
-  // device the agent reads (its gpu info record's pci_bus_id). "" unknown.
+  // device the agent reads (its gpu info record's pci_bus_id). "" unknown. Ranks on one node with
+  // one bus id share a GPU.
   std::string gpu_pci_bus_id;
   // The rank's cgroup (v2 path, as in /proc/self/cgroup), whose cpu.stat the agent reads. "" unknown.
   std::string cgroup;

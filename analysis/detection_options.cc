@@ -105,6 +105,11 @@ const std::vector<Entry>& Table() {
              "a rank waiting on p2p at least this much is a victim, not a culprit"),
       RS_OPT("straggler.min_busy_ratio", straggler.min_busy_ratio,
              "busy-time ratio against the largest communicator's median"),
+      RS_OPT("straggler.clock_error_ratio", straggler.clock_error_ratio,
+             "enqueue times across nodes compared only when 2 × the clock error bound is at most "
+             "this × the margin"),
+      RS_OPT("straggler.gpu_sharing", straggler.gpu_sharing,
+             "leave out the kernel wait that GPU time-sharing explains"),
       RS_OPT("straggler.max_pending_per_comm", straggler.max_pending_per_comm,
              "instances waiting for their last rank, per communicator"),
       RS_OPT("straggler.pending_timeout", straggler.pending_timeout,

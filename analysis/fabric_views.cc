@@ -10,6 +10,7 @@
 #include "analysis/link_detector.h"
 #include "analysis/link_detector_internal.h"
 #include "analysis/straggler_detector.h"
+#include "analysis/straggler_where.h"
 
 namespace ringside::analysis {
 namespace {
@@ -103,17 +104,27 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
       v.instances = static_cast<uint32_t>(b.n);
       v.score = b.n > 0 ? static_cast<double>(b.late) / b.n : 0;
       std::vector<double> margins;
+      double host = 0, split = 0;
+      int split_count = 0;
       if (b.late > 0) {
         for (const Judged& j : comm.windows.at(*b.function).instances) {
-          if (j.span_ns <= 0) continue;
           for (const Late& l : j.late) {
-            if (l.rank == static_cast<int32_t>(r)) {
-              margins.push_back(static_cast<double>(l.lateness_ns) / static_cast<double>(j.span_ns));
+            if (l.rank != static_cast<int32_t>(r)) continue;
+            if (l.host_ns >= 0) {
+              host += static_cast<double>(l.host_ns);
+              split += static_cast<double>(l.host_ns + l.gpu_ns);
+              ++split_count;
             }
+            if (j.span_ns <= 0) continue;
+            margins.push_back(static_cast<double>(l.lateness_ns) / static_cast<double>(j.span_ns));
           }
         }
       }
       v.margin = MedianOf(std::move(margins));
+      if (split_count > 0 && 2 * split_count >= b.late && split > 0) {
+        v.where = StragglerWhere({{"host_share", host / split}});
+      }
+      v.gpu_sharers = w.gpu_sharers;
       auto wait = comm.wait.find(*b.function);
       if (wait != comm.wait.end() && r < wait->second.size() && wait->second[r] >= 0) {
         v.wait_fraction = wait->second[r];

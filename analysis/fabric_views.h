@@ -38,6 +38,10 @@ struct RankView {
                              // fraction of the instance's duration (0 if never late)
   double wait_fraction = 0;  // share of its collective time spent waiting for others (low: culprit)
   uint32_t instances = 0;    // instances in the window
+  // Where its lateness was in its late instances: "host", "gpu" or "unknown" (never late, or the
+  // clocks did not allow the split); straggler_where.h.
+  std::string where = "unknown";
+  int32_t gpu_sharers = 1;   // ranks of the communicator on its GPU, itself included
 };
 
 }  // namespace ringside::analysis

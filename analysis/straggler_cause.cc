@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analysis/pci_bus_id.h"
+#include "analysis/straggler_where.h"
 
 namespace ringside::analysis {
 namespace {
@@ -30,6 +31,9 @@ LatenessWhere ParseLatenessWhere(absl::string_view s) {
 
 LatenessWhere WhereOf(const Incident& s) {
   if (std::string w = Label(s.entity, "where"); !w.empty()) return ParseLatenessWhere(w);
+  // The straggler detector's split (host_share in its evidence): the same answer the incident,
+  // the CLI, the alert and the Query API give.
+  if (const std::string w = StragglerWhere(s.evidence); w != "unknown") return ParseLatenessWhere(w);
   for (absl::string_view w : {"host", "gpu"}) {
     if (absl::StrContains(s.summary, absl::StrCat("where=", w))) return ParseLatenessWhere(w);
   }

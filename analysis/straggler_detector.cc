@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analysis/straggler_where.h"
 
 namespace ringside::analysis {
 namespace {
@@ -35,6 +36,12 @@ std::string StragglerDetector::WorkerKey(const std::string& job, const Worker& w
   return key;
 }
 
+std::string StragglerDetector::GpuKey(const Worker& w) {
+  if (!w.gpu_bus_id.empty()) return absl::StrCat(w.host, "/", w.gpu_bus_id);
+  if (w.cuda_device >= 0) return absl::StrCat(w.host, "/cuda", w.cuda_device);
+  return "";
+}
+
 std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
                                                               uint32_t rank) const {
   std::map<std::string, std::string> e;
@@ -52,7 +59,7 @@ std::map<std::string, std::string> StragglerDetector::EntityOf(const Comm& comm,
 }
 
 void StragglerDetector::LogOp(const CollectiveObservation& obs) {
-  Worker w{obs.host, obs.global_rank, obs.pid, obs.cuda_device, {}, {}};
+  Worker w{obs.host, obs.global_rank, obs.pid, obs.cuda_device, {}, {}, {}, 1, -1, -1};
   OpLog& log = ops_[WorkerKey(obs.job, w)];
   log.ops.push_back(OpLog::Op{obs.stop_ns, obs.duration_ns(), obs.is_p2p()});
   while (log.ops.size() > 8192) log.ops.pop_front();
@@ -73,8 +80,19 @@ void StragglerDetector::Observe(const CollectiveObservation& obs, std::vector<Fi
   }
   if (!obs.comm_name.empty()) comm.name = obs.comm_name;
   if (comm.name.empty()) comm.name = absl::StrFormat("%016x", obs.comm_id);
-  comm.workers[obs.rank] =
-      Worker{obs.host, obs.global_rank, obs.pid, obs.cuda_device, obs.pod, obs.pod_namespace};
+  Worker& worker = comm.workers[obs.rank];
+  const bool moved = worker.host_index < 0 || worker.host != obs.host ||
+                     worker.gpu_bus_id != obs.gpu_pci_bus_id || worker.cuda_device != obs.cuda_device;
+  worker = Worker{obs.host, obs.global_rank,   obs.pid,        obs.cuda_device,
+                  obs.pod,  obs.pod_namespace, obs.gpu_pci_bus_id, worker.gpu_sharers,
+                  worker.host_index, worker.gpu_index};
+  if (moved) {  // its first record, or its process moved: look its node and GPU up once
+    const auto index = [](std::map<std::string, int32_t>& m, const std::string& k) {
+      return k.empty() ? -1 : m.try_emplace(k, static_cast<int32_t>(m.size())).first->second;
+    };
+    worker.host_index = index(comm.host_index, obs.host);
+    worker.gpu_index = index(comm.gpu_index, GpuKey(worker));
+  }
 
   auto key = std::make_pair(obs.function, obs.seq);
   auto [it, fresh] = comm.pending.try_emplace(key);
@@ -97,7 +115,12 @@ void StragglerDetector::Observe(const CollectiveObservation& obs, std::vector<Fi
   }
   Arrival& a = p.ranks[obs.rank];
   if (a.seen) return;  // a duplicate record
-  a = Arrival{true, obs.start_ns, obs.duration_ns(), obs.clock_synchronized};
+  a.seen = true;
+  a.at.start_ns = obs.start_ns;
+  a.at.duration_ns = obs.duration_ns();
+  a.at.enqueue_ns = obs.enqueue_ns;
+  a.at.synced = obs.clock_synchronized;
+  a.at.clock_error_ns = obs.clock_error_ns;
   if (++p.seen < obs.nranks) return;
   Pending done = std::move(p);
   comm.pending.erase(it);
@@ -108,46 +131,40 @@ void StragglerDetector::Complete(Comm& comm, const std::string& function, const 
                                  std::vector<Finding>& out) {
   ++completed_;
   const size_t n = p.ranks.size();
-  bool synced = true;
-  for (const Arrival& a : p.ranks) synced &= a.synced;
-  // Lateness key, larger = later: the arrival time with synchronised clocks, else minus the kernel
-  // time (a late rank waits less for the others).
-  std::vector<int64_t> key(n);
-  size_t latest = 0;
-  Judged j;
-  int64_t shortest = p.ranks[0].duration_ns;
+  // Which ranks share a clock (a node) and a GPU, as indexes.
+  std::vector<RankArrival> ranks(n);
   for (size_t r = 0; r < n; ++r) {
-    const Arrival& a = p.ranks[r];
-    key[r] = synced ? a.start_ns : -a.duration_ns;
-    if (key[r] > key[latest]) latest = r;
-    j.span_ns = std::max(j.span_ns, a.duration_ns);
-    shortest = std::min(shortest, a.duration_ns);
+    ranks[r] = p.ranks[r].at;
+    ranks[r].host = comm.workers[r].host_index;
+    ranks[r].gpu = comm.workers[r].gpu_index;
   }
-  // The bulk of the communicator: its median arrival (the lower median; for two ranks, the
-  // earlier). One selection per completed instance, linear in the communicator's size.
-  std::vector<int64_t> sorted = key;
-  const size_t mid = (n - 1) / 2;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(mid), sorted.end());
-  const int64_t median = sorted[mid];
-  const int64_t base = p.ranks[latest].duration_ns;  // the collective's own time: the latest rank
-                                                     // waits for no one
-  const double need = std::max(absl::ToDoubleNanoseconds(options_.min_margin),
-                               options_.min_margin_ratio * static_cast<double>(base));
+  LatenessOptions lo;
+  lo.min_margin = options_.min_margin;
+  lo.min_margin_ratio = options_.min_margin_ratio;
+  lo.clock_error_ratio = options_.clock_error_ratio;
+  lo.gpu_sharing = options_.gpu_sharing;
+  const InstanceLateness judged = JudgeInstance(ranks, lo);
+  Judged j;
+  int64_t shortest = p.ranks[0].at.duration_ns;
   for (size_t r = 0; r < n; ++r) {
-    const int64_t lateness = key[r] - median;
-    if (static_cast<double>(lateness) >= need) {
-      j.late.push_back(Late{static_cast<int32_t>(r), lateness});
+    j.span_ns = std::max(j.span_ns, p.ranks[r].at.duration_ns);
+    shortest = std::min(shortest, p.ranks[r].at.duration_ns);
+    comm.workers[r].gpu_sharers = judged.ranks[r].gpu_sharers;
+    const RankLateness& l = judged.ranks[r];
+    if (l.lateness_ns >= judged.need_ns) {
+      j.late.push_back(Late{static_cast<int32_t>(r), l.lateness_ns, l.host_ns, l.gpu_ns});
     }
   }
+  const int64_t base = judged.base_ns;  // the collective's own time: the latest rank waits for no one
   // Instance times on rank 0's clock (spans are what matter, so clock offsets cancel).
-  j.begin_ns = p.ranks[0].start_ns;
-  j.end_ns = p.ranks[0].start_ns + p.ranks[0].duration_ns;
+  j.begin_ns = p.ranks[0].at.start_ns;
+  j.end_ns = p.ranks[0].at.start_ns + p.ranks[0].at.duration_ns;
   const int64_t end_ns = j.end_ns;
   std::vector<double>& wait = comm.wait[function];
   wait.resize(n, -1);
   const double alpha = 2.0 / (std::max(options_.window, 1) + 1);
   for (size_t r = 0; r < n; ++r) {
-    const int64_t d = p.ranks[r].duration_ns;
+    const int64_t d = p.ranks[r].at.duration_ns;
     const double w = d > 0 ? static_cast<double>(d - shortest) / static_cast<double>(d) : 0;
     wait[r] = wait[r] < 0 ? w : wait[r] + alpha * (w - wait[r]);
   }
@@ -248,22 +265,52 @@ void StragglerDetector::Emit(const Comm& comm, const std::string& function, uint
   f.evidence["wait_fraction"] = wait_fraction;
   f.evidence["p2p_wait_fraction"] = victim_fraction;
   f.evidence["comm_rank"] = rank;
-  std::vector<double> lateness;
+  std::vector<double> lateness, host, gpu;
+  double host_sum = 0, split_sum = 0;
   for (const Judged& j : window) {
     for (const Late& l : j.late) {
-      if (l.rank == static_cast<int32_t>(rank)) lateness.push_back(l.lateness_ns / 1e6);
+      if (l.rank != static_cast<int32_t>(rank)) continue;
+      lateness.push_back(l.lateness_ns / 1e6);
+      if (l.host_ns < 0) continue;
+      host.push_back(l.host_ns / 1e6);
+      gpu.push_back(l.gpu_ns / 1e6);
+      host_sum += static_cast<double>(l.host_ns);
+      split_sum += static_cast<double>(l.host_ns + l.gpu_ns);
     }
   }
+  // Where: from the late instances whose clocks allowed the split, when they are at least half.
+  const bool split = !host.empty() && 2 * host.size() >= lateness.size() && split_sum > 0;
   f.evidence["margin_ms"] = Median(std::move(lateness));
+  if (split) {
+    f.evidence["host_lateness_ms"] = Median(std::move(host));
+    f.evidence["gpu_lateness_ms"] = Median(std::move(gpu));
+    f.evidence["host_share"] = host_sum / split_sum;
+  }
   const Worker& w = comm.workers[rank];
-  std::vector<std::string> where;  // its GPU and pod, when known
-  if (w.cuda_device >= 0) where.push_back(absl::StrCat("cuda device ", w.cuda_device));
-  if (!w.pod.empty()) where.push_back(absl::StrCat("pod ", w.pod_namespace, "/", w.pod));
-  const std::string pod = where.empty() ? "" : absl::StrCat(" (", absl::StrJoin(where, ", "), ")");
+  if (w.gpu_sharers > 1) f.evidence["gpu_sharing_ranks"] = w.gpu_sharers;
+  const std::string at = StragglerWhere(f.evidence);
+  std::vector<std::string> parts;  // its GPU and pod, when known
+  if (w.cuda_device >= 0) parts.push_back(absl::StrCat("cuda device ", w.cuda_device));
+  if (!w.pod.empty()) parts.push_back(absl::StrCat("pod ", w.pod_namespace, "/", w.pod));
+  const std::string pod = parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
+  std::string why =
+      "; host and GPU lateness not told apart (no enqueue times, or clocks not comparable)";
+  if (at == "host") {
+    why = absl::StrFormat("; late on the host: enqueued %.1f ms late (its GPU %.1f ms)",
+                          f.evidence["host_lateness_ms"], f.evidence["gpu_lateness_ms"]);
+  } else if (at == "gpu") {
+    why = absl::StrFormat("; late on the GPU: enqueued on time (%.1f ms), kernel started %.1f ms late",
+                          f.evidence["host_lateness_ms"], f.evidence["gpu_lateness_ms"]);
+  }
+  if (w.gpu_sharers > 1) {
+    absl::StrAppend(&why, absl::StrFormat("; its GPU is shared by %d ranks of the communicator "
+                                          "(the wait that sharing explains is left out)",
+                                          w.gpu_sharers));
+  }
   f.summary = absl::StrFormat(
       "rank %s%s of job %s arrived late in %d of the last %d %s on %s, by %.1f ms (median, "
-      "behind the communicator's median rank); the others waited %.0f%% of the time",
-      f.entity["rank"], pod, comm.job, count, n, function, comm.name, f.evidence["margin_ms"],
+      "behind the communicator's median rank)%s; the others waited %.0f%% of the time",
+      f.entity["rank"], pod, comm.job, count, n, function, comm.name, f.evidence["margin_ms"], why,
       100 * std::min(1.0, wait_fraction));
   out.push_back(std::move(f));
 }

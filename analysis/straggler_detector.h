@@ -26,6 +26,12 @@
 //    be structural: in a communicator that spans pipeline stages (the embedding all-reduce of the
 //    first and last stage) one side always arrives last, by the pipeline's schedule, on every
 //    data-parallel replica alike.
+// Where the lateness is (analysis/straggler_lateness.h): each late instance's lateness splits into
+// host (enqueued late) and GPU (enqueued on time, kernel started late) where the clocks allow it;
+// ranks that time-share one GPU are judged with the wait that sharing explains left out. The
+// finding's evidence says host_lateness_ms, gpu_lateness_ms and host_share (the host part of the
+// lateness summed over its late instances with a known split, present when at least half of them
+// have one); StragglerWhere (straggler_where.h) reads host, gpu or unknown from it.
 // Each flagged rank has its own finding. It resolves when it was late by a margin in at most
 // `resolve_fraction` of the last `window` instances of the function that flagged it, whoever else
 // is late meanwhile.
@@ -49,6 +55,7 @@
 #include "analysis/collective_observation.h"
 #include "analysis/fabric_views.h"
 #include "analysis/finding.h"
+#include "analysis/straggler_lateness.h"
 
 namespace ringside::analysis {
 
@@ -62,6 +69,11 @@ struct StragglerOptions {
   double min_wait_fraction = 0.02;  // the bulk's wait ≥ 2 % of the window's wall time
   double victim_wait_fraction = 0.25;
   double min_busy_ratio = 1.03;
+  // Enqueue times across nodes are compared only when 2 × the largest clock error bound is at most
+  // this fraction of the margin (ranks of one node share a clock and are always compared).
+  double clock_error_ratio = 0.25;
+  // Leave out the kernel wait that GPU time-sharing explains (straggler_lateness.h).
+  bool gpu_sharing = true;
   size_t max_pending_per_comm = 4096;  // instances waiting for their last rank
   absl::Duration pending_timeout = absl::Minutes(5);
 
@@ -90,9 +102,7 @@ class StragglerDetector {
  private:
   struct Arrival {
     bool seen = false;
-    int64_t start_ns = 0;
-    int64_t duration_ns = 0;
-    bool synced = false;
+    RankArrival at;  // host and gpu indexes are filled in when the instance completes
   };
   struct Pending {
     std::vector<Arrival> ranks;
@@ -103,6 +113,8 @@ class StragglerDetector {
   struct Late {
     int32_t rank;        // comm rank
     int64_t lateness_ns;  // behind the median arrival
+    int64_t host_ns = -1;  // its host and GPU parts; -1 when the clocks do not allow the split
+    int64_t gpu_ns = -1;
   };
   struct Judged {
     std::vector<Late> late;  // the ranks late by a clear margin, if any
@@ -137,6 +149,13 @@ class StragglerDetector {
     int32_t cuda_device = -1;  // the CUDA ordinal in process `pid`; -1 unknown
     std::string pod;  // Kubernetes pod and namespace, when the plugin knew them
     std::string pod_namespace;
+    std::string gpu_bus_id;  // its GPU's PCI bus id, when the plugin knew it
+    int32_t gpu_sharers = 1;  // ranks of the communicator on its GPU (itself included)
+    // Its node and GPU (GpuKey) as indexes into the communicator's lists: ranks with one node
+    // index share a clock, with one GPU index a GPU; -1 unknown. Kept as records arrive, so
+    // judging an instance makes no strings.
+    int32_t host_index = -1;
+    int32_t gpu_index = -1;
   };
   struct SizeClass {
     std::vector<double> baseline;  // collective times (s) of the first instances
@@ -150,6 +169,7 @@ class StragglerDetector {
     std::map<std::pair<std::string, uint64_t>, Pending> pending;  // (function, seq)
     std::map<std::string, Window> windows;  // by function
     std::vector<Worker> workers;  // by comm rank
+    std::map<std::string, int32_t> host_index, gpu_index;  // for Worker::host_index, gpu_index
     std::map<int32_t, Flag> flagged;  // comm ranks with an open straggler finding
     std::map<std::tuple<std::string, int>, SizeClass> sizes;  // (function, log2 bytes)
     // Per function, per comm rank: moving average (over about `window` instances) of the share of
@@ -190,6 +210,9 @@ class StragglerDetector {
   // one process are two workers. Without a device a process is one worker across its
   // communicators (within a communicator its ranks stay apart by comm rank).
   static std::string WorkerKey(const std::string& job, const Worker& w);
+  // The GPU a worker runs on, as far as the records tell: node and PCI bus id, else node and CUDA
+  // ordinal; "" when neither is known.
+  static std::string GpuKey(const Worker& w);
 
   StragglerOptions options_;
   std::map<std::pair<std::string, uint64_t>, Comm> comms_;  // (job, comm_id)

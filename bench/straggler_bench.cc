@@ -2,6 +2,7 @@
 // scale, in one process and on one thread.
 //
 //   ringside-straggler-bench [--ranks=1024] [--iterations=300] [--slow=0,2,8] [--rounds=3]
+//                            [--enqueue] [--ranks_per_gpu=1]
 //
 // A synthetic data-parallel job of `ranks` ranks in one communicator: every iteration each rank
 // computes ~100 ms (jitter 0.5 ms; the `slow` ranks 8-40 % longer), then all-reduces; one
@@ -9,6 +10,9 @@
 // kernel durations). The records are made before the clock starts; the bench reports the CPU time
 // of this thread per record fed to StragglerDetector::Observe (the last record of each instance
 // completes it and judges the window), the median over `rounds`, per count of slow ranks.
+// --enqueue (issue #27): the records also carry host enqueue times, a GPU (cuda device, 8 per
+// node) and a 10 µs clock bound, so every instance is split into host and GPU lateness;
+// --ranks_per_gpu=K puts K ranks on each GPU (time-shared: the sharing rule runs for every rank).
 #include <time.h>
 
 #include <algorithm>
@@ -28,6 +32,8 @@ ABSL_FLAG(int, ranks, 1024, "Ranks in the communicator.");
 ABSL_FLAG(int, iterations, 300, "Collective instances per round.");
 ABSL_FLAG(std::string, slow, "0,2,8", "Counts of slow ranks, one measurement each.");
 ABSL_FLAG(int, rounds, 3, "Rounds per count; the median is reported.");
+ABSL_FLAG(bool, enqueue, false, "Records with enqueue times, GPUs and a clock bound (issue #27).");
+ABSL_FLAG(int, ranks_per_gpu, 1, "With --enqueue: ranks time-sharing each GPU.");
 
 namespace {
 
@@ -41,7 +47,8 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-std::vector<CollectiveObservation> MakeJob(int nranks, int iterations, int slow, uint64_t seed) {
+std::vector<CollectiveObservation> MakeJob(int nranks, int iterations, int slow, uint64_t seed,
+                                           bool enqueue, int ranks_per_gpu) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> jitter(0, 0.0005);
   std::map<int, double> factor;
@@ -69,10 +76,16 @@ std::vector<CollectiveObservation> MakeJob(int nranks, int iterations, int slow,
       o.function = "AllReduce";
       o.seq = i;
       o.bytes = 1 << 26;
-      const int64_t offset = int64_t{r} * 1'000'000'000;  // unsynchronised clocks
+      // Unsynchronised clocks, or with --enqueue synchronised ones with a 10 µs bound.
+      const int64_t offset = enqueue ? 0 : int64_t{r} * 1'000'000'000;
       o.start_ns = arrive[r] + offset;
       o.stop_ns = done + offset;
       o.host = "node-" + std::to_string(r / 8);
+      if (enqueue) {
+        o.enqueue_ns = arrive[r] - 2'000'000;  // 2 ms of GPU work queued before the collective
+        o.clock_error_ns = 10'000;
+        o.cuda_device = (r % 8) / std::max(1, ranks_per_gpu);
+      }
       out.push_back(std::move(o));
     }
     now = done;
@@ -98,7 +111,9 @@ int main(int argc, char** argv) {
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_slow), ',')) {
     int slow = 0;
     if (!absl::SimpleAtoi(s, &slow)) return 2;
-    const std::vector<CollectiveObservation> records = MakeJob(nranks, iterations, slow, 17);
+    const std::vector<CollectiveObservation> records =
+        MakeJob(nranks, iterations, slow, 17, absl::GetFlag(FLAGS_enqueue),
+                absl::GetFlag(FLAGS_ranks_per_gpu));
     std::vector<double> ns;
     size_t findings = 0;
     for (int r = 0; r < rounds; ++r) {

@@ -14,7 +14,7 @@
 namespace ringside::analysis {
 
 struct ImportStats {
-  std::string format;   // "straggler-analysis" or "flight-recorder"
+  std::string format;   // "straggler-analysis", "flight-recorder" or "ringside-journal"
   int64_t inputs = 0;   // files (dumps) read
   int64_t rows = 0;     // data rows or dump entries read
   int64_t records = 0;  // records produced
@@ -37,6 +37,10 @@ struct ImportStats {
 struct RecordExtras {
   int64_t global_rank = -1;  // the worker's rank in the job; -1 when unknown
   int32_t peer = -1;         // point-to-point: the peer's rank in the communicator; -1 otherwise
+  // ringside-journal: the agent's node that forwarded it, and that node's clock error bound when
+  // it did (ClockErrorOf in record_observation.h; -1 unknown).
+  std::string node;
+  int64_t clock_error_ns = -1;
 };
 
 struct ImportResult {

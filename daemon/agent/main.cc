@@ -3,10 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +35,7 @@
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_collector.h"
 #include "daemon/agent/agent_health.h"
+#include "daemon/agent/clock_bound.h"
 #include "daemon/agent/collective_listener.h"
 #include "daemon/agent/collective_metrics.h"
 #include "daemon/agent/exposition.h"
@@ -590,6 +595,19 @@ int main(int argc, char** argv) {
     auto started = ringside::daemon::CollectiveListener::Start(
         co,
         [up = uploader.get()](ringside::v1::CollectiveBatch batch) {
+          // The node's clock bound with every batch (one adjtimex read, no privilege): the
+          // aggregator compares enqueue times across nodes only within it. Refused (the systemd
+          // unit's ProtectClock=yes): no bound, said once.
+          if (std::optional<ringside::v1::ClockBound> clock = ringside::daemon::ReadClockBound()) {
+            *batch.mutable_clock() = *clock;
+          } else {
+            static std::atomic<bool> said{false};
+            if (!said.exchange(true)) {
+              LogLine(absl::StrCat("clock bound: adjtimex refused (", std::strerror(errno),
+                                   "); collective batches go without it, so the aggregator "
+                                   "cannot compare enqueue times across nodes (docs/privileges.md)"));
+            }
+          }
           if (up != nullptr) up->EnqueueCollectives(std::move(batch));
         },
         ringside::daemon::SteadyNow, [](const std::string& m) { LogLine(m); });

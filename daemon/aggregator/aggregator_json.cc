@@ -112,9 +112,14 @@ std::string LinkEventsJson(const std::string& node, const std::vector<ReceivedLi
 
 void AppendJournalEntryJsonLines(const JournalEntry& e, std::string* out) {
   if (e.message.has_collectives()) {
+    // The batch's clock bound goes on each of its records' lines, so a line stands on its own.
+    const std::string clock = e.message.collectives().has_clock()
+                                  ? absl::StrCat(",\"clock\":",
+                                                 ProtoJson(e.message.collectives().clock()))
+                                  : std::string();
     for (const v1::CollectiveRecord& r : e.message.collectives().records()) {
       AppendHead(e, "collective", out);
-      absl::StrAppend(out, ",\"record\":", ProtoJson(r), "}\n");
+      absl::StrAppend(out, clock, ",\"record\":", ProtoJson(r), "}\n");
     }
     if (e.message.collectives().dropped_by_job_size() > 0) {
       AppendHead(e, "plugin_drops", out);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/import/record_observation.h"
 #include "analysis/pci_bus_id.h"
 #include "analysis/sqlite_incident_store.h"
 #include "daemon/aggregator/peer_incidents.h"
@@ -236,29 +237,11 @@ void AnalysisHost::OnSamples(absl::string_view node,
 void AnalysisHost::OnCollectives(absl::string_view node, uint64_t, uint64_t, absl::Time,
                                  const v1::CollectiveBatch& batch) {
   absl::MutexLock lock(&mu_);
+  const int64_t clock_error_ns = analysis::ClockErrorOf(batch);
   for (const v1::CollectiveRecord& r : batch.records()) {
     if (r.kernel_stop_unix_nanos() <= 0) continue;
-    analysis::CollectiveObservation o;
-    o.job = r.job_id();
-    o.comm_id = r.comm_id();
-    o.comm_name = r.comm_name();
-    o.rank = r.rank();
-    o.nranks = r.nranks();
-    o.global_rank = r.has_global_rank() ? static_cast<int64_t>(r.global_rank()) : -1;
-    o.function = r.function();
-    o.seq = r.seq();
-    o.bytes = r.bytes();
-    o.start_ns = r.kernel_start_unix_nanos();
-    o.stop_ns = r.kernel_stop_unix_nanos();
-    o.host = r.host().empty() ? std::string(node) : r.host();
-    o.pid = r.pid();
-    o.pod = r.pod();
-    o.pod_namespace = r.pod_namespace();
-    o.cuda_device = r.has_cuda_device() ? r.cuda_device() : -1;
-    o.clock_synchronized = r.clock_synchronized();
-    o.peer = r.has_peer() ? r.peer() : -1;
-    o.gpu_pci_bus_id = analysis::NormalizePciBusId(r.gpu_pci_bus_id());
-    o.cgroup = r.cgroup();
+    const analysis::CollectiveObservation o =
+        analysis::ObservationFromRecord(r, node, clock_error_ns);
     analysis_->OnCollective(o);
   }
   if (analysis_->pending_findings() > 0) ApplyPending();

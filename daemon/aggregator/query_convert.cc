@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/straggler_where.h"
 
 namespace ringside::daemon {
 namespace {
@@ -32,6 +33,9 @@ void ToProto(const analysis::Incident& in, v1::Incident* out) {
   for (const auto& [k, v] : in.evidence) (*out->mutable_evidence())[k] = v;
   out->set_summary(in.summary);
   out->set_resolution(in.resolution);
+  if (in.kind == analysis::IncidentKind::kStraggler) {
+    out->set_where(analysis::StragglerWhere(in.evidence));
+  }
   for (const analysis::CauseLink& c : in.causes) {
     v1::CauseLink* pc = out->add_causes();
     pc->set_incident_id(c.incident_id);
@@ -145,6 +149,8 @@ void ToProto(const analysis::RankView& in, v1::RankScore* out) {
   out->set_margin(in.margin);
   out->set_wait_fraction(in.wait_fraction);
   out->set_instances(in.instances);
+  out->set_where(in.where);
+  out->set_gpu_sharing_ranks(in.gpu_sharers);
 }
 
 void ToProto(const analysis::LeafPort& in, v1::SwitchEnd* out) {

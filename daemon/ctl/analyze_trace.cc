@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/collective_observation.h"
+#include "analysis/import/record_observation.h"
 #include "analysis/straggler_detector.h"
+#include "analysis/straggler_where.h"
 
 namespace ringside::daemon::ctl {
 namespace {
@@ -32,49 +34,42 @@ std::string Time(absl::Time t) {
 
 }  // namespace
 
-std::vector<TraceIncident> AnalyzeRecords(const analysis::ImportResult& imported) {
+std::vector<TraceIncident> AnalyzeRecords(const analysis::ImportResult& imported,
+                                          const analysis::StragglerOptions& options) {
   std::vector<analysis::CollectiveObservation> obs;
   obs.reserve(imported.records.size());
   for (size_t i = 0; i < imported.records.size(); ++i) {
     const ringside::v1::CollectiveRecord& r = imported.records[i];
     if (r.kernel_stop_unix_nanos() <= 0) continue;  // never completed: no timing to judge
-    analysis::CollectiveObservation o;
-    o.job = r.job_id();
-    o.comm_id = r.comm_id();
-    o.comm_name = r.comm_name();
-    o.rank = r.rank();
-    o.nranks = r.nranks();
-    o.function = r.function();
-    o.seq = r.seq();
-    o.bytes = r.bytes();
-    o.start_ns = r.kernel_start_unix_nanos();
-    o.stop_ns = r.kernel_stop_unix_nanos();
-    o.host = r.host();
-    o.pid = r.pid();
-    o.clock_synchronized = r.clock_synchronized();
-    if (r.has_global_rank()) o.global_rank = r.global_rank();
-    if (r.has_peer()) o.peer = r.peer();
-    if (i < imported.extras.size()) {
-      if (o.global_rank < 0) o.global_rank = imported.extras[i].global_rank;
-      if (o.peer < 0) o.peer = imported.extras[i].peer;
+    const analysis::RecordExtras* x = i < imported.extras.size() ? &imported.extras[i] : nullptr;
+    analysis::CollectiveObservation o =
+        analysis::ObservationFromRecord(r, x ? x->node : "", x ? x->clock_error_ns : -1);
+    if (x != nullptr) {
+      if (o.global_rank < 0) o.global_rank = x->global_rank;
+      if (o.peer < 0) o.peer = x->peer;
     }
     obs.push_back(std::move(o));
   }
   std::stable_sort(obs.begin(), obs.end(),
                    [](const auto& a, const auto& b) { return a.stop_ns < b.stop_ns; });
-  analysis::StragglerDetector detector;
+  analysis::StragglerDetector detector(options);
   std::vector<analysis::Finding> findings;
-  for (const auto& o : obs) detector.Observe(o, findings);
+  std::vector<int64_t> seq_of;  // per finding: the seq of the record that completed its instance
+  for (const auto& o : obs) {
+    detector.Observe(o, findings);
+    seq_of.resize(findings.size(), static_cast<int64_t>(o.seq));
+  }
 
   std::vector<TraceIncident> incidents;
   std::map<std::string, size_t> open;  // finding key → index of the open incident
-  for (const analysis::Finding& f : findings) {
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const analysis::Finding& f = findings[i];
     const std::string key = analysis::FindingKey(f);
     auto it = open.find(key);
     if (f.active) {
       if (it == open.end()) {
-        TraceIncident inc{f.kind, f.severity, f.entity, f.at, f.at, absl::InfinitePast(),
-                          f.evidence, f.summary};
+        TraceIncident inc{f.kind,     f.severity, f.entity,  f.at, f.at, absl::InfinitePast(),
+                          f.evidence, f.summary,  seq_of[i], -1};
         open[key] = incidents.size();
         incidents.push_back(std::move(inc));
       } else {
@@ -86,6 +81,7 @@ std::vector<TraceIncident> AnalyzeRecords(const analysis::ImportResult& imported
       }
     } else if (it != open.end()) {
       incidents[it->second].resolved = f.at;
+      incidents[it->second].resolved_seq = seq_of[i];
       incidents[it->second].updated = f.at;
       open.erase(it);
     }
@@ -104,8 +100,20 @@ void WriteIncidentsJson(const std::vector<TraceIncident>& incidents, std::ostrea
       out << (first ? "" : ",") << Quote(k) << ":" << Quote(v);
       first = false;
     }
-    out << "},\"opened\":" << Time(inc.opened) << ",\"updated\":" << Time(inc.updated)
-        << ",\"resolved\":" << Time(inc.resolved) << ",\"evidence\":{";
+    out << "}";
+    if (inc.kind == analysis::IncidentKind::kStraggler) {
+      // What a user asks first: which rank, where its lateness is, and why. A trace has no fabric
+      // or GPU incidents, so the cause is the host (docs/detection.md, cause chain).
+      auto rank = inc.entity.find("rank");
+      out << ",\"rank\":" << (rank == inc.entity.end() ? "null" : rank->second)
+          << ",\"where\":" << Quote(analysis::StragglerWhere(inc.evidence))
+          << ",\"cause\":\"host\"";
+    }
+    out << ",\"opened\":" << Time(inc.opened) << ",\"opened_seq\":" << inc.opened_seq
+        << ",\"updated\":" << Time(inc.updated) << ",\"resolved\":" << Time(inc.resolved)
+        << ",\"resolved_seq\":"
+        << (inc.resolved_seq < 0 ? std::string("null") : absl::StrCat(inc.resolved_seq))
+        << ",\"evidence\":{";
     first = true;
     for (const auto& [k, v] : inc.evidence) {
       out << (first ? "" : ",") << Quote(k) << ":" << absl::StrFormat("%.6g", v);
@@ -121,15 +129,20 @@ void WriteIncidentsTable(const std::vector<TraceIncident>& incidents, std::ostre
     out << "no incidents\n";
     return;
   }
-  out << absl::StrFormat("%-13s %-9s %-40s %-24s %s\n", "KIND", "SEVERITY", "ENTITY", "OPENED",
-                         "SUMMARY");
+  out << absl::StrFormat("%-13s %-9s %-7s %-40s %-24s %-8s %-8s %s\n", "KIND", "SEVERITY", "WHERE",
+                         "ENTITY", "OPENED", "SEQ", "RESOLVED", "SUMMARY");
   for (const TraceIncident& inc : incidents) {
     std::string entity;
     for (const auto& [k, v] : inc.entity) absl::StrAppend(&entity, entity.empty() ? "" : " ", k, "=", v);
-    out << absl::StrFormat("%-13s %-9s %-40s %-24s %s\n", analysis::IncidentKindName(inc.kind),
-                           analysis::SeverityName(inc.severity), entity,
-                           absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", inc.opened, absl::UTCTimeZone()),
-                           inc.summary);
+    const std::string where = inc.kind == analysis::IncidentKind::kStraggler
+                                  ? analysis::StragglerWhere(inc.evidence)
+                                  : "-";
+    out << absl::StrFormat(
+        "%-13s %-9s %-7s %-40s %-24s %-8d %-8s %s\n", analysis::IncidentKindName(inc.kind),
+        analysis::SeverityName(inc.severity), where, entity,
+        absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", inc.opened, absl::UTCTimeZone()), inc.opened_seq,
+        inc.resolved_seq < 0 ? std::string("open") : absl::StrCat("seq ", inc.resolved_seq),
+        inc.summary);
   }
 }
 

@@ -5,8 +5,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/detection_options.h"
 #include "analysis/import/flight_recorder_importer.h"
 #include "analysis/import/record_summary.h"
+#include "analysis/import/ringside_journal_importer.h"
 #include "analysis/import/straggler_analysis_importer.h"
 #include "daemon/ctl/analyze_trace.h"
 #include "daemon/ctl/args.h"
@@ -18,12 +20,14 @@ namespace {
 
 const std::vector<FlagSpec>& Specs() {
   static const auto* specs = new std::vector<FlagSpec>{
-      {"format", "", true, "FORMAT", "straggler-analysis or flight-recorder (required)", ""},
+      {"format", "", true, "FORMAT",
+       "straggler-analysis, flight-recorder or ringside-journal (required)", ""},
       {"output", "o", true, "OUTPUT",
        "summary (tables), json (one record per line, JSON Lines) or csv", "summary"},
-      {"job-id", "", true, "ID", "job_id of the records",
+      {"job-id", "", true, "ID",
+       "job_id of the records (ringside-journal: only the records of this job)",
        "straggler-analysis: the file name; flight-recorder: "
-       "flight-recorder"},
+       "flight-recorder; ringside-journal: every job"},
       {"include-p2p", "", false, "", "also import point-to-point transfers as Send/Recv records",
        ""},
       {"skip-malformed", "", false, "",
@@ -32,6 +36,9 @@ const std::vector<FlagSpec>& Specs() {
        "flight-recorder, one FILE: its global rank (else the dump's rank, else the file name's "
        "trailing digits)",
        ""},
+      {"detect-set", "", true, "NAME=VALUE,...",
+       "with --analyze: detector thresholds, as the aggregator's --detect-set (straggler.*)",
+       "the aggregator's defaults"},
       {"analyze", "", false, "",
        "run the straggler and job_slowdown detectors over the trace on its own clock and print "
        "the incidents (-o json: a JSON array; else a table); implies --include-p2p",
@@ -49,6 +56,9 @@ constexpr const char* kUsage =
     "Formats:\n"
     "  straggler-analysis  the CSV(.gz) traces of the OSDI'25 straggler study (one job per file)\n"
     "  flight-recorder     PyTorch Flight Recorder dumps in JSON, one per rank, of one job\n"
+    "  ringside-journal    what `ringside-aggregator --dump-journal` prints (JSON Lines): the\n"
+    "                      records exactly as the aggregator received them, replayed through\n"
+    "                      the aggregator's straggler detector with --analyze\n"
     "\n"
     "Exit codes: 0 imported; 1 imported, with problems (malformed rows skipped, collectives that\n"
     "did not complete); 2 error (bad usage, unreadable or invalid input).\n"
@@ -74,15 +84,25 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
   const bool analyze = parsed->Flag("analyze");
   const std::string format = parsed->Get("format");
   const std::string output = parsed->Get("output", "summary");
-  if (format != "straggler-analysis" && format != "flight-recorder") {
-    return Fail(ctx, format.empty() ? "--format is required: straggler-analysis or flight-recorder"
-                                    : absl::StrCat("unknown --format \"", format,
-                                                   "\": straggler-analysis or flight-recorder"));
+  if (format != "straggler-analysis" && format != "flight-recorder" &&
+      format != "ringside-journal") {
+    constexpr const char* kFormats = "straggler-analysis, flight-recorder or ringside-journal";
+    return Fail(ctx, format.empty()
+                         ? absl::StrCat("--format is required: ", kFormats)
+                         : absl::StrCat("unknown --format \"", format, "\": ", kFormats));
   }
   if (output != "summary" && output != "json" && output != "csv") {
     return Fail(ctx, absl::StrCat("unknown -o \"", output, "\": summary, json or csv"));
   }
   if (parsed->positional.empty()) return Fail(ctx, "no FILE given (see --help)");
+  analysis::FabricAnalysisOptions detection;
+  if (parsed->Has("detect-set")) {
+    if (!analyze) return Fail(ctx, "--detect-set applies to --analyze");
+    if (absl::Status s = analysis::ParseDetectionAssignments(parsed->Get("detect-set"), detection);
+        !s.ok()) {
+      return Fail(ctx, std::string(s.message()));
+    }
+  }
   std::optional<int64_t> rank;
   if (parsed->Has("rank")) {
     int64_t r = 0;
@@ -118,6 +138,19 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
       for (auto& rec : r->records) all.records.push_back(std::move(rec));
       all.extras.insert(all.extras.end(), r->extras.begin(), r->extras.end());
     }
+  } else if (format == "ringside-journal") {
+    all.stats.format = format;
+    for (size_t i = 0; i < files.size(); ++i) {
+      analysis::RingsideJournalOptions opt;
+      opt.source_name = parsed->positional[i] == "-" ? "<stdin>" : parsed->positional[i];
+      opt.skip_malformed = parsed->Flag("skip-malformed");
+      opt.job_id = parsed->Get("job-id");
+      absl::StatusOr<analysis::ImportResult> r = analysis::ImportRingsideJournal(*files[i], opt);
+      if (!r.ok()) return Fail(ctx, std::string(r.status().message()));
+      analysis::MergeStats(all.stats, r->stats);
+      for (auto& rec : r->records) all.records.push_back(std::move(rec));
+      all.extras.insert(all.extras.end(), r->extras.begin(), r->extras.end());
+    }
   } else {
     analysis::FlightRecorderOptions opt;
     if (parsed->Has("job-id")) opt.job_id = parsed->Get("job-id");
@@ -134,7 +167,7 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
   }
 
   if (analyze) {
-    std::vector<TraceIncident> incidents = AnalyzeRecords(all);
+    std::vector<TraceIncident> incidents = AnalyzeRecords(all, detection.straggler);
     if (output == "json") {
       WriteIncidentsJson(incidents, ctx.out);
     } else {
@@ -153,7 +186,7 @@ int RunImportTrace(const std::vector<std::string>& args, CommandContext& ctx) {
   for (const auto& [why, n] : all.stats.incomplete) incomplete += n;
   if (all.stats.malformed > 0) {
     ctx.err << "ringside import-trace: skipped " << all.stats.malformed << " malformed "
-            << (format == "flight-recorder" ? "entries" : "rows")
+            << (format == "flight-recorder" ? "entries" : format == "ringside-journal" ? "lines" : "rows")
             << "; the first: " << all.stats.malformed_examples.front() << "\n";
   }
   if (incomplete > 0) {

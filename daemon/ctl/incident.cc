@@ -77,6 +77,7 @@ void WriteText(const v1::Incident& i, const std::vector<CausePath>& chains, absl
                                                                 i.opened_unix_nanos()))});
   }
   head.AddRow({"Summary:", i.summary().empty() ? "-" : i.summary()});
+  if (!i.where().empty()) head.AddRow({"Where:", i.where()});
   if (!i.resolution().empty()) head.AddRow({"Resolution:", i.resolution()});
   std::ostringstream h;
   head.Render(h);

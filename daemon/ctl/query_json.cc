@@ -1,5 +1,6 @@
 #include "daemon/ctl/query_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -74,6 +75,7 @@ json IncidentJson(const v1::Incident& i) {
               {"open", i.open()},
               {"evidence", std::move(evidence)},
               {"summary", i.summary()},
+              {"where", i.where().empty() ? json(nullptr) : json(i.where())},
               {"resolution", i.resolution()},
               {"causes", std::move(causes)},
               {"affected", std::move(affected)},
@@ -205,6 +207,8 @@ json RankScoreJson(const v1::RankScore& r) {
               {"score", Number(r.score())},
               {"margin", Number(r.margin())},
               {"wait_fraction", Number(r.wait_fraction())},
+              {"where", r.where().empty() ? std::string("unknown") : r.where()},
+              {"gpu_sharing_ranks", std::max(1, r.gpu_sharing_ranks())},
               {"instances", r.instances()},
               {"flagged", r.flagged()},
               {"incident_id", r.incident_id() == 0 ? json(nullptr) : json(r.incident_id())}};

@@ -38,6 +38,9 @@ constexpr char kUsage[] =
     "  SCORE      share of recent collectives in which the rank arrived late\n"
     "  MARGIN     median lag behind the median rank, as a share of the collective\n"
     "  WAIT       share of the collective the rank spent waiting (low = the culprit)\n"
+    "  WHERE      where its lateness was when late: host (enqueued late), gpu (enqueued on\n"
+    "             time, kernel started late) or unknown (clocks not comparable); \"shared N\"\n"
+    "             when N ranks time-share its GPU (their scheduling is not held against it)\n"
     "  INCIDENT   the open straggler incident that names the rank, if any\n"
     "\n"
     "Exit codes: 0 listed, no rank flagged; 1 a listed rank is flagged by an open straggler\n"
@@ -46,6 +49,12 @@ constexpr char kUsage[] =
 std::string Percent(double v) {
   if (!std::isfinite(v)) return "-";
   return absl::StrFormat("%.0f%%", v * 100);
+}
+
+std::string WhereText(const v1::RankScore& r) {
+  std::string where = r.where().empty() || r.score() <= 0 ? "-" : r.where();
+  if (r.gpu_sharing_ranks() > 1) absl::StrAppend(&where, " (shared ", r.gpu_sharing_ranks(), ")");
+  return where;
 }
 
 }  // namespace
@@ -92,14 +101,14 @@ int RunStragglers(const std::vector<std::string>& argv, CommandContext& ctx) {
     ctx.out << "No collective records in the window"
             << (req.job().empty() ? "" : absl::StrCat(" for job ", req.job())) << ".\n";
   } else {
-    Table t({"JOB", "RANK", "NODE", "POD", "COMM", "SCORE", "MARGIN", "WAIT", "INSTANCES",
-             "INCIDENT"});
-    for (size_t c : {1, 5, 6, 7, 8}) t.RightAlign(c);
+    Table t({"JOB", "RANK", "NODE", "POD", "COMM", "SCORE", "MARGIN", "WAIT", "WHERE",
+             "INSTANCES", "INCIDENT"});
+    for (size_t c : {1, 5, 6, 7, 9}) t.RightAlign(c);
     for (const v1::RankScore& r : resp->ranks()) {
       t.AddRow({r.job(), absl::StrCat(r.rank()), r.node().empty() ? "-" : r.node(),
                 PodText(r.pod_namespace(), r.pod()), r.comm().empty() ? "-" : r.comm(),
                 Percent(r.score()), Percent(r.margin()),
-                Percent(r.wait_fraction()), absl::StrCat(r.instances()),
+                Percent(r.wait_fraction()), WhereText(r), absl::StrCat(r.instances()),
                 r.flagged() ? absl::StrCat("#", r.incident_id(), " straggler") : "-"});
     }
     t.Render(ctx.out);

@@ -187,6 +187,27 @@ TEST(AlertsFormatTest, GpuIncidentAndCauseEvidence) {
   EXPECT_EQ(AlertName(analysis::IncidentKind::kGpuPcieDegraded), "RingsideGpuPcieDegraded");
 }
 
+// Issue #27: a straggler alert says where the rank's lateness is, as an annotation (a label that
+// changed while the incident is open would be another alert to Alertmanager).
+TEST(AlertsFormatTest, StragglerAlertSaysWhere) {
+  Incident straggler;
+  straggler.id = 3;
+  straggler.kind = IncidentKind::kStraggler;
+  straggler.opened = absl::FromUnixSeconds(1'800'000'000);
+  straggler.entity = {{"job", "llama"}, {"comm", "dp"}, {"rank", "17"}};
+  straggler.evidence = {{"host_share", 0.9}, {"host_lateness_ms", 10}, {"gpu_lateness_ms", 1}};
+  auto a = nlohmann::json::parse(PostableAlertJson(straggler, ""));
+  EXPECT_EQ(a["annotations"]["where"], "host");
+  EXPECT_FALSE(a["labels"].contains("where"));
+  straggler.evidence["host_share"] = 0.1;
+  EXPECT_EQ(nlohmann::json::parse(PostableAlertJson(straggler, ""))["annotations"]["where"], "gpu");
+  straggler.evidence.erase("host_share");  // clocks not comparable
+  EXPECT_EQ(nlohmann::json::parse(PostableAlertJson(straggler, ""))["annotations"]["where"],
+            "unknown");
+  EXPECT_FALSE(nlohmann::json::parse(PostableAlertJson(Flapping(), ""))["annotations"].contains(
+      "where"));
+}
+
 TEST(AlertsFormatTest, WebhookBodyShape) {
   Incident inc = Flapping(7, 3);
   auto body = nlohmann::json::parse(WebhookBody(inc, IncidentChangeType::kUpdated));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "analysis/straggler_where.h"
 
 namespace ringside::daemon {
 
@@ -84,6 +85,11 @@ std::string PostableAlertJson(const Incident& inc, absl::string_view runbook_bas
                           : inc.summary;
   const std::string evidence = CompactEvidence(inc.evidence);
   if (!evidence.empty()) annotations["evidence"] = evidence;
+  // Where a straggler's lateness is (host, gpu, unknown). An annotation, not a label: it may
+  // change while the incident is open, and a changed label would be another alert to Alertmanager.
+  if (inc.kind == IncidentKind::kStraggler) {
+    annotations["where"] = analysis::StragglerWhere(inc.evidence);
+  }
   std::vector<std::string> causes;
   for (const analysis::CauseLink& c : inc.causes) {
     causes.push_back(c.summary.empty() ? c.kind : c.summary);

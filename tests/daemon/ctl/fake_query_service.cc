@@ -197,6 +197,9 @@ FakeQueryData CannedCluster(absl::Time now) {
   d.stragglers = {Rank("j1", 5, "node-b", 0.9, 0.31, 0.02, 40, 15),
                   Rank("j2", 0, "node-c", 0.4, 0.05, 0.3, 40, 0),
                   Rank("j1", 2, "node-a", 0.05, 0.01, 0.6, 40, 0)};
+  d.stragglers[0].set_where("host");  // issue #27: where its lateness is
+  d.stragglers[1].set_where("gpu");
+  d.stragglers[1].set_gpu_sharing_ranks(4);
   d.stragglers[0].set_pod("j1-worker-5");  // from a plugin that knew its Kubernetes pod
   d.stragglers[0].set_pod_namespace("train");
 

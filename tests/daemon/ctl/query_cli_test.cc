@@ -300,11 +300,13 @@ TEST_F(QueryCliTest, Stragglers) {
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u) << r.out;
   EXPECT_EQ(lines[0],
-            "JOB  RANK  NODE    POD                COMM    SCORE  MARGIN  WAIT  INSTANCES  INCIDENT");
+            "JOB  RANK  NODE    POD                COMM    SCORE  MARGIN  WAIT  WHERE           "
+            "INSTANCES  INCIDENT");
   EXPECT_EQ(lines[1],
-            "j1      5  node-b  train/j1-worker-5  0x7f01    90%     31%    2%         40  #15 "
-            "straggler");
+            "j1      5  node-b  train/j1-worker-5  0x7f01    90%     31%    2%  host                   "
+            "40  #15 straggler");
   EXPECT_TRUE(absl::StartsWith(lines[2], "j2      0  node-c  -                  ")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "gpu (shared 4)")) << lines[2];
   r = Cli({"stragglers", "--job", "j2", "--limit", "3"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(fake().last_top_stragglers().job(), "j2");
@@ -318,6 +320,9 @@ TEST_F(QueryCliTest, Stragglers) {
   ASSERT_EQ(j.size(), 3u);
   EXPECT_EQ(j[0]["incident_id"], 15);
   EXPECT_EQ(j[0]["pod"], "j1-worker-5");
+  EXPECT_EQ(j[0]["where"], "host");
+  EXPECT_EQ(j[1]["where"], "gpu");
+  EXPECT_EQ(j[1]["gpu_sharing_ranks"], 4);
   EXPECT_EQ(j[0]["namespace"], "train");
   EXPECT_TRUE(j[1]["pod"].is_null());
   EXPECT_TRUE(j[1]["namespace"].is_null());
