@@ -82,7 +82,10 @@ InstanceLateness JudgeInstance(const std::vector<RankArrival>& ranks,
       std::sort(starts.begin(), starts.end());
       std::vector<int64_t> gaps;
       gaps.reserve(starts.size() - 1);
-      for (size_t i = 1; i < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
+      // The gap before the group's latest start is left out (with three ranks or more): it is the
+      // one being judged, and a rank held back on its own GPU work would stretch its own excuse.
+      const size_t judged = starts.size() > 2 ? 1 : 0;
+      for (size_t i = 1; i + judged < starts.size(); ++i) gaps.push_back(starts[i] - starts[i - 1]);
       const int64_t slice = LowerMedian(std::move(gaps));
       for (size_t i = b; i < e; ++i) {
         const RankArrival& a = ranks[by_gpu[i].second];

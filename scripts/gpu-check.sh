@@ -113,7 +113,7 @@ log "agent on 127.0.0.1:$AGENT_HTTP, plugin socket $SOCK"
 run_bin ringside-agent "${AGENT_ARGS[@]}" >"$OUT/agent.log" 2>&1 &
 PIDS+=($!)
 wait_http "http://127.0.0.1:$AGENT_HTTP/metrics" 20 || die "the agent did not come up (agent.log)"
-for ((i = 0; i < 50 && ! -S "$SOCK"; i++)); do sleep 0.1; done
+for ((i = 0; i < 50; i++)); do [[ -S "$SOCK" ]] && break; sleep 0.1; done
 [[ -S "$SOCK" ]] || die "the agent made no socket at $SOCK (agent.log)"
 
 # --- the job -------------------------------------------------------------------------------------

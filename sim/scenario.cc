@@ -293,13 +293,24 @@ void FillDefaultExpectations(Scenario& s) {
         case FaultKind::kGpuPowerCap:
           break;  // must raise nothing
         case FaultKind::kGpuThermalSlowdown:
+          f.expect.push_back({"gpu_throttled", {{"node", node}, {"gpu", absl::StrCat(f.gpu)}}, ""});
+          break;  // with a rank and slowdown_pct, that rank's straggler (below) has it as cause
         case FaultKind::kGpuXid:
+          f.expect.push_back({"gpu_xid", {{"node", node}, {"gpu", absl::StrCat(f.gpu)}}, ""});
+          break;
         case FaultKind::kCpuThrottled:
-          break;  // the incident kinds and causes are the scenario's to name (expect:)
+          // The rank's own cgroup hits its CPU quota: its straggler's cause is that evidence.
+          if (f.slowdown_pct > 0) {
+            f.expect.push_back({"straggler",
+                                {{"rank", absl::StrCat(f.rank)}, {"node", node}},
+                                "cgroup_cpu_throttled"});
+          }
+          break;
       }
       // A fabric fault that slows a rank: that rank is a straggler caused by the fault.
       if (f.rank >= 0 && f.slowdown_pct > 0 && f.kind != FaultKind::kStraggler &&
-          f.kind != FaultKind::kJobSlowdown && !f.expect.empty()) {
+          f.kind != FaultKind::kJobSlowdown && f.kind != FaultKind::kCpuThrottled &&
+          !f.expect.empty()) {
         f.expect.push_back({"straggler",
                             {{"rank", absl::StrCat(f.rank)}, {"node", s.NodeName(f.rank / s.gpus)}},
                             f.expect.front().kind});

@@ -200,6 +200,38 @@ TEST_F(ImportJournalTest, RealH200JournalFlagsTheHostHeldRankAndNothingElse) {
   EXPECT_EQ(inc["evidence"]["gpu_sharing_ranks"], 4);
 }
 
+// Two more real journals, made by scripts/gpu-check.sh on an H200 (tests/data/real-nccl/README.md).
+// 4 ranks, 200 steps a phase: rank 1 sleeps 10 ms on the host in seq 200-399, rank 2 queues four
+// 8192^2 bf16 matmuls before its all_reduce in seq 600-799. 6 ranks, 100 steps a phase: the same
+// in seq 100-199 (rank 1; six contexts on one GPU absorb its 10 ms: the job does not slow) and
+// 300-399 (rank 2: the job slows from 70 to 86 ms a step).
+TEST_F(ImportJournalTest, RealH200JournalsJudgeTheHostAndTheGpuHeldRanks) {
+  const std::string dir = absl::StrCat(RINGSIDE_SOURCE_DIR, "/tests/data/real-nccl/");
+  const json four = Analyze(dir + "h200-4ranks-nccl2.28.9-hostlate-gpulate.jsonl.gz");
+  ASSERT_EQ(four.size(), 2u) << four.dump(1);
+  for (const json& inc : four) {
+    ASSERT_TRUE(inc["resolved_seq"].is_number()) << inc.dump();
+    const bool host = inc["rank"] == 1;
+    EXPECT_EQ(inc["rank"], host ? 1 : 2);
+    EXPECT_EQ(inc["where"], host ? "host" : "gpu");
+    const int64_t start = host ? 200 : 600;
+    EXPECT_GE(inc["opened_seq"].get<int64_t>(), start);
+    EXPECT_LE(inc["opened_seq"].get<int64_t>(), start + 15);
+    EXPECT_GE(inc["resolved_seq"].get<int64_t>(), start + 200);
+    EXPECT_LE(inc["resolved_seq"].get<int64_t>(), start + 225);
+  }
+  // Six ranks: the GPU-held rank, as gpu; the host-late rank that did not hold the job back, and
+  // the ranks never held back, not at all.
+  const json six = Analyze(dir + "h200-6ranks-nccl2.28.9-gpulate.jsonl.gz");
+  ASSERT_EQ(six.size(), 1u) << six.dump(1);
+  EXPECT_EQ(six[0]["rank"], 2);
+  EXPECT_EQ(six[0]["where"], "gpu");
+  EXPECT_GE(six[0]["opened_seq"].get<int64_t>(), 300);
+  EXPECT_LE(six[0]["opened_seq"].get<int64_t>(), 315);
+  ASSERT_TRUE(six[0]["resolved_seq"].is_number()) << six[0].dump();
+  EXPECT_LE(six[0]["resolved_seq"].get<int64_t>(), 425);
+}
+
 // The same replay without the GPU-sharing rule is what main did live: rank 1 (scheduled after the
 // others on the shared GPU in every other instance) stays open after its slowdown ended.
 TEST_F(ImportJournalTest, WithoutTheSharingRuleTheRealJournalKeepsRankOneOpen) {
