@@ -175,7 +175,8 @@ TEST(QueryJsonTest, IncidentShapeIsStable) {
             R"("key":"6a4620f2bdc39752","kind":"link_flapping","open":false,)"
             R"("opened":"2027-01-15T05:00:00Z","resolution":"no transition for 10m0s",)"
             R"("resolved":"2027-01-15T06:00:00Z","revision":1,"severity":"warning",)"
-            R"("summary":"4 down→up cycles in 10m","updated":"2027-01-15T06:00:00Z"})");
+            R"("summary":"4 down→up cycles in 10m","updated":"2027-01-15T06:00:00Z",)"
+            R"("where":null})");
   j = IncidentJson(by_id[15]);
   EXPECT_TRUE(j["resolved"].is_null());
   EXPECT_EQ(j["causes"][0]["incident_id"], 12);
