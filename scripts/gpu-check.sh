@@ -221,7 +221,16 @@ replay = [i for i in load("replay.json", []) if i.get("kind") == "straggler"]
 live = [i for i in load("incidents.json", []) if i.get("kind") == "straggler"]
 results = open(os.path.join(out, "job-results.txt")).read().splitlines() if os.path.exists(os.path.join(out, "job-results.txt")) else []
 print("ringside gpu-check:", open(os.path.join(out, "torch.txt")).read().strip())
-for l in results[:1]: print("rank 0 mean step (ms) by phase:", json.loads(l.split(" ", 1)[1])["mean_step_ms"])
+for l in results[:1]:
+    mean = json.loads(l.split(" ", 1)[1])["mean_step_ms"]
+    print("rank 0 mean step (ms) by phase:", mean)
+    # A held rank that did not slow the job (with many ranks on one GPU the shared GPU absorbs a
+    # host sleep) held nobody back: then "no straggler" is the right answer for its phase.
+    quiet = (mean.get("warm", 0) + mean.get("rest", 0)) / 2
+    for p in ("host", "gpu"):
+        if quiet > 0 and mean.get(p, 0) < 1.05 * quiet:
+            print(f"{p} phase: the job did not slow ({mean.get(p)} ms against {quiet:.2f}): no straggler expected")
+            expect.pop(p, None)
 print()
 print(f"{'PHASE':6} {'SEQ':9} {'WHAT WAS DONE':52} WHAT RINGSIDE CONCLUDED (replay of the journal | live)")
 ok = True
