@@ -291,7 +291,9 @@ TEST(AlertsProcessTest, FlappingPortReachesAlertmanagerAndWebhookOnceAcrossResta
 // once each, in order.
 void DownReceiverCatchesUp(absl::Duration down_for) {
   testing::TempDir dir;
-  const int port = FreePort();
+  testing::PortReservation down_receiver;
+  const int port = down_receiver.port();
+  ASSERT_GT(port, 0);
   auto agg = std::make_unique<Aggregator>(
       dir.path(),
       std::vector<std::string>{absl::StrCat("--webhook-url=http://127.0.0.1:", port, "/hook"),
@@ -313,6 +315,7 @@ void DownReceiverCatchesUp(absl::Duration down_for) {
       },
       absl::Seconds(10)));
   absl::SleepFor(std::max(absl::ZeroDuration(), down_for - (absl::Now() - down_since)));
+  down_receiver.Release();
   HttpReceiver hook(port);
   ASSERT_GT(hook.port(), 0);
   ASSERT_TRUE(Eventually(
