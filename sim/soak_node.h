@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "daemon/agent/sampler.h"
 #include "daemon/agent/series_ids.h"
-#include "daemon/aggregator/ingest_core.h"
+#include "daemon/aggregator/ingest/ingest_core.h"
 #include "ringside/v1/ingest.pb.h"
 #include "sim/node_animator.h"
 #include "sim/scenario.h"

@@ -1,5 +1,5 @@
 // How a switch seen over LLDP is named as a leaf (issue #16): one rule for the aggregator, which
-// derives every node's leaves from the agents' info records (daemon/aggregator/lldp_topology.h),
+// derives every node's leaves from the agents' info records (daemon/aggregator/topology/lldp_topology.h),
 // and the agent, which places itself on an aggregator shard by its own leaf
 // (daemon/agent/shard_placement.h). Both must agree to the byte, and agree with a `node switch`
 // topology file naming the same switches, so that placement by LLDP equals placement by the file.

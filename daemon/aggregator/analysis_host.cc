@@ -9,7 +9,7 @@
 #include "analysis/import/record_observation.h"
 #include "analysis/pci_bus_id.h"
 #include "analysis/sqlite_incident_store.h"
-#include "daemon/aggregator/peer_incidents.h"
+#include "daemon/aggregator/shards/peer_incidents.h"
 #include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {

@@ -35,9 +35,9 @@
 #include "analysis/topology.h"
 #include "analysis/topology_events.h"
 #include "analysis/topology_merge.h"
-#include "daemon/aggregator/discovered_fabric.h"
-#include "daemon/aggregator/ingest_core.h"
-#include "daemon/aggregator/lldp_topology.h"
+#include "daemon/aggregator/ingest/ingest_core.h"
+#include "daemon/aggregator/topology/discovered_fabric.h"
+#include "daemon/aggregator/topology/lldp_topology.h"
 #include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/aggregator/aggregator.h"
 #include "daemon/common/tls.h"
-#include "tests/aggregator/ingest_test_util.h"
+#include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/certs.h"
 #include "tests/testing/temp_dir.h"
 

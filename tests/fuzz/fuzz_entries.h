@@ -58,7 +58,7 @@ bool NetlinkLink(const uint8_t* data, size_t size);
 // ports, known port states; counters and descriptions always).
 bool MadFields(const uint8_t* data, size_t size);
 
-// Journal recovery (daemon/aggregator/journal.h ReadJournal) of segment files holding arbitrary
+// Journal recovery (daemon/aggregator/journal/journal.h ReadJournal) of segment files holding arbitrary
 // bytes, through an in-memory JournalFileSystem: [u8 flags] then the segment; flag bit 0 = fix
 // every frame's CRC first (so mutations reach the record decoder), bit 1 = cut the rest into two
 // segments at its middle. Accepted: no segment ended in a torn or corrupt frame and every payload

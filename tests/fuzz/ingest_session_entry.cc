@@ -7,10 +7,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "google/protobuf/stubs/logging.h"
-#include "daemon/aggregator/ingest_core.h"
-#include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/ingest/ingest_core.h"
+#include "daemon/aggregator/ingest/ingest_stats.h"
 #include "daemon/common/protocol.h"
+#include "google/protobuf/stubs/logging.h"
 #include "ringside/v1/ingest.pb.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_entries.h"

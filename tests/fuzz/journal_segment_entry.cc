@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "daemon/aggregator/journal.h"
-#include "daemon/aggregator/journal_format.h"
+#include "daemon/aggregator/journal/journal.h"
+#include "daemon/aggregator/journal/journal_format.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_entries.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/aggregator/journal_format.h"
+#include "daemon/aggregator/journal/journal_format.h"
 
 #include "collectors/nccl_plugin/record_format.h"
 #include "collectors/nccl_plugin/record_proto.h"

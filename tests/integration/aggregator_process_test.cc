@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "tests/aggregator/ingest_test_util.h"
+#include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 

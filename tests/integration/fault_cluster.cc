@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "collectors/nccl_plugin/record_format.h"
 #include "collectors/nccl_plugin/record_proto.h"
-#include "daemon/aggregator/journal.h"
+#include "daemon/aggregator/journal/journal.h"
 #include "grpcpp/create_channel.h"
 #include "ringside/v1/query.grpc.pb.h"
 #include "sim/sysfs_tree.h"

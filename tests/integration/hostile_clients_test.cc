@@ -32,12 +32,12 @@
 #include "grpcpp/create_channel.h"
 #include "ringside/v1/query.grpc.pb.h"
 #include "sim/sysfs_tree.h"
-#include "tests/aggregator/ingest_test_util.h"
+#include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/process.h"
-#include "tests/testing/unix_socket.h"
 #include "tests/testing/prom_text.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/unix_socket.h"
 
 namespace ringside {
 namespace {

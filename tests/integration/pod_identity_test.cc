@@ -25,8 +25,8 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "sim/sysfs_tree.h"
+#include "tests/aggregator/alerts/http_receiver.h"
 #include "tests/testing/eventually.h"
-#include "tests/aggregator/http_receiver.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 

@@ -26,16 +26,16 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "daemon/aggregator/analysis_metrics.h"
+#include "daemon/aggregator/metrics/analysis_metrics.h"
 #include "nlohmann/json.hpp"
 #include "sim/node_animator.h"
 #include "sim/sysfs_tree.h"
-#include "tests/aggregator/ingest_test_util.h"
+#include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 

@@ -41,7 +41,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "daemon/aggregator/journal.h"
+#include "daemon/aggregator/journal/journal.h"
 #include "tests/integration/fault_cluster.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/io_fault.h"

@@ -30,7 +30,7 @@
 #include "collectors/nccl_plugin/record_format.h"
 #include "collectors/nccl_plugin/record_proto.h"
 #include "sim/sysfs_tree.h"
-#include "tests/aggregator/ingest_test_util.h"
+#include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/prom_text.h"
 #include "tests/testing/temp_dir.h"

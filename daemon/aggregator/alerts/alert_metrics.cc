@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "daemon/aggregator/aggregator_metrics.h"
+#include "daemon/aggregator/metrics/aggregator_metrics.h"
 
 namespace ringside::daemon {
 namespace {

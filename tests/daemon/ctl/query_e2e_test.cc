@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/eventually.h"
-#include "tests/aggregator/ingest_test_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 

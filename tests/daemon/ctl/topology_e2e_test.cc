@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "analysis/topology.h"
-#include "tests/aggregator/ingest_test_util.h"
+#include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 

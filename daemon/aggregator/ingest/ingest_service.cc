@@ -1,0 +1,370 @@
+#include "daemon/aggregator/ingest/ingest_service.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/common/protocol.h"
+#include "daemon/common/tls.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
+
+namespace ringside::daemon {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+EndReason EndReasonFor(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kAborted:
+      return EndReason::kReplaced;
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:
+      return EndReason::kLimit;
+    default:
+      return EndReason::kProtocolError;
+  }
+}
+
+// The identities of a verified client certificate, for error messages.
+std::string PeerIdentities(const grpc::AuthContext& auth) {
+  std::vector<std::string> names;
+  for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
+    for (const grpc::string_ref& v : auth.FindPropertyValues(property)) {
+      names.emplace_back(v.data(), v.size());
+    }
+  }
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                            public SessionLink,
+                            public std::enable_shared_from_this<IngestSession> {
+ public:
+  IngestSession(IngestService* service, grpc::CallbackServerContext* context, uint64_t id,
+                absl::Time created)
+      : service_(service), context_(context), id_(id), created_(created) {}
+
+  void Begin(std::optional<grpc::Status> refuse) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    self_ = shared_from_this();
+    if (refuse) {
+      FinishLocked(*refuse);
+      return;
+    }
+    StartRead(&in_buf_);
+  }
+
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    std::shared_ptr<SessionLink> replaced;
+    {
+      absl::MutexLock l(&mu_);
+      if (finished_) return;
+      if (!ok) {
+        end_reason_ = context_->IsCancelled() ? EndReason::kCancelled : EndReason::kClientClosed;
+        FinishLocked(grpc::Status::OK);
+        return;
+      }
+      ++messages_;
+      const size_t bytes = in_buf_.Length();
+      const size_t max_bytes = service_->options_.max_message_bytes;
+      if (max_bytes > 0 && bytes > max_bytes) {
+        IngestStats::Add(service_->stats_->limit_rejections, LimitReason::kMaxMessageBytes);
+        if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kLimit);
+        end_reason_ = EndReason::kLimit;
+        FinishLocked(grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("message ", messages_, " of the stream is ", bytes,
+                         " bytes, over the aggregator's --max-message-bytes ", max_bytes)));
+        return;
+      }
+      grpc::Status parsed =
+          grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
+      if (!parsed.ok()) {
+        IngestStats::Add(service_->stats_->unparsable);
+        if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kNoHello);
+        end_reason_ = EndReason::kProtocolError;
+        FinishLocked(
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                         absl::StrCat("message ", messages_, " of the stream (", bytes,
+                                      " bytes) does not parse as a ringside.v1.AgentMessage")));
+        return;
+      }
+      if (!node_) {
+        replaced = HelloLocked();
+      } else {
+        absl::Status s = service_->core_->Apply(*node_, epoch_, id_, in_);
+        if (!s.ok()) {
+          end_reason_ = EndReasonFor(s);
+          FinishLocked(ToGrpc(s));
+        }
+        // Definitions come once a session and are large (1,500 series: ~380 KB parsed); sample
+        // batches come every interval and reuse the message's storage. Keep the storage for the
+        // latter only: with definitions held until the next message, 10,000 idle streams took
+        // 6.15 GiB (bench/shard_capacity_bench.cc).
+        if (in_.has_series_defs()) v1::AgentMessage().Swap(&in_);
+      }
+      if (!finished_) {
+        MaybeWriteLocked();
+        StartRead(&in_buf_);
+      }
+    }
+    if (replaced) {
+      replaced->Replace(absl::AbortedError(absl::StrCat("replaced by a newer session of node ",
+                                                        node_name_, " from ", context_->peer())));
+    }
+  }
+
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    writing_ = false;
+    if (ok) MaybeWriteLocked();
+  }
+
+  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    if (finished_) return;
+    end_reason_ = EndReason::kCancelled;
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+
+  void OnDone() override {
+    bool had_hello;
+    {
+      absl::MutexLock l(&mu_);
+      done_ = true;
+      had_hello = node_ != nullptr;
+    }
+    service_->Remove(id_);
+    if (had_hello) {
+      service_->core_->EndSession(*node_, id_);
+      IngestStats::Add(service_->stats_->ends, end_reason_);
+    }
+    service_->stats_->sessions_active.fetch_sub(1, std::memory_order_relaxed);
+    std::shared_ptr<IngestSession> keep = std::move(self_);  // may delete this on return
+  }
+
+  // SessionLink
+  void Replace(absl::Status status) override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    if (finished_) return;
+    end_reason_ = EndReason::kReplaced;
+    FinishLocked(ToGrpc(status));
+  }
+
+  void AckReady() override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    MaybeWriteLocked();
+  }
+
+  // Ends the stream (shutdown): a refusal before the Hello, an end after it.
+  void End(const grpc::Status& status, EndReason reason) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    if (finished_) return;
+    if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kShuttingDown);
+    end_reason_ = reason;
+    FinishLocked(status);
+  }
+
+  void ExpireIfNoHello(absl::Time now, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    if (finished_ || node_ || now - created_ < timeout) return;
+    IngestStats::Add(service_->stats_->refusals, RefusalReason::kHelloTimeout);
+    FinishLocked(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                              absl::StrCat("no Hello within ", absl::FormatDuration(timeout))));
+  }
+
+ private:
+  // Handles the first message. Returns the session this one replaces, if any.
+  std::shared_ptr<SessionLink> HelloLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    IngestStats* stats = service_->stats_;
+    if (!in_.has_hello()) {
+      IngestStats::Add(stats->refusals, RefusalReason::kNoHello);
+      FinishLocked(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("the first message of a stream must be a Hello, not ",
+                       in_.body_case() == v1::AgentMessage::BODY_NOT_SET
+                           ? "an empty message"
+                           : in_.GetDescriptor()->FindFieldByNumber(in_.body_case())->name())));
+      return nullptr;
+    }
+    const v1::Hello& hello = in_.hello();
+    if (service_->options_.roles) {
+      grpc::Status role = service_->options_.roles->CheckIngest(*context_);
+      if (!role.ok()) {
+        IngestStats::Add(stats->messages, MessageType::kHello);
+        IngestStats::Add(stats->refusals, RefusalReason::kPermission);
+        FinishLocked(role);
+        return nullptr;
+      }
+    }
+    if (service_->options_.check_peer_node) {
+      std::shared_ptr<const grpc::AuthContext> auth = context_->auth_context();
+      if (auth && !PeerMayClaimNode(*auth, hello.node())) {
+        IngestStats::Add(stats->messages, MessageType::kHello);
+        IngestStats::Add(stats->refusals, RefusalReason::kPermission);
+        FinishLocked(
+            grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                         absl::StrCat("node \"", hello.node().substr(0, 256),
+                                      "\" does not match the client certificate (identities: ",
+                                      PeerIdentities(*auth), ")")));
+        return nullptr;
+      }
+    }
+    absl::StatusOr<IngestCore::SessionStart> start =
+        service_->core_->Hello(hello, id_, weak_from_this());
+    if (!start.ok()) {
+      FinishLocked(ToGrpc(start.status()));
+      return nullptr;
+    }
+    node_ = start->node;
+    node_name_ = hello.node();
+    epoch_ = hello.agent_epoch();
+    hello_ack_pending_ = true;
+    hello_acked_seq_ = start->acked_seq;
+    protocol_version_ = start->protocol_version;
+    last_ack_sent_ = start->acked_seq;
+    return std::move(start->replaced);
+  }
+
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || writing_) return;
+    if (hello_ack_pending_) {
+      hello_ack_pending_ = false;
+      out_.Clear();
+      v1::HelloAck* ack = out_.mutable_hello_ack();
+      ack->set_protocol_version(protocol_version_);
+      ack->set_acked_seq(hello_acked_seq_);
+      ack->set_aggregator_version(service_->options_.aggregator_version);
+      WriteLocked();
+      return;
+    }
+    if (!node_) return;
+    const uint64_t ackable = service_->core_->Ackable(*node_, epoch_);
+    if (ackable <= last_ack_sent_) return;
+    last_ack_sent_ = ackable;
+    out_.Clear();
+    out_.mutable_ack()->set_acked_seq(ackable);
+    IngestStats::Add(service_->stats_->acks);
+    WriteLocked();
+  }
+
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    bool own = false;
+    out_buf_.Clear();
+    grpc::Status s =
+        grpc::SerializationTraits<v1::AggregatorMessage>::Serialize(out_, &out_buf_, &own);
+    if (!s.ok()) {
+      FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "cannot serialize a reply"));
+      return;
+    }
+    writing_ = true;
+    StartWrite(&out_buf_);
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  IngestService* const service_;
+  grpc::CallbackServerContext* const context_;
+  const uint64_t id_;
+  const absl::Time created_;
+
+  absl::Mutex mu_;
+  std::shared_ptr<IngestSession> self_;  // keeps the reactor alive until OnDone
+  grpc::ByteBuffer in_buf_;
+  v1::AgentMessage in_;
+  uint64_t messages_ = 0;
+  v1::AggregatorMessage out_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer out_buf_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool hello_ack_pending_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t hello_acked_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t protocol_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_ack_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  EndReason end_reason_ = EndReason::kCancelled;
+  // Set once at the Hello, under mu_; read-only afterwards.
+  std::shared_ptr<IngestCore::NodeEntry> node_;
+  std::string node_name_;
+  uint64_t epoch_ = 0;
+};
+
+IngestService::IngestService(IngestCore* core, IngestStats* stats, IngestServiceOptions options)
+    : core_(core), stats_(stats), options_(std::move(options)) {}
+
+IngestService::~IngestService() = default;
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stream(
+    grpc::CallbackServerContext* context) {
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  const absl::Time now = options_.now ? options_.now() : absl::Now();
+  auto session = std::make_shared<IngestSession>(this, context, id, now);
+  std::optional<grpc::Status> refuse;
+  {
+    absl::MutexLock l(&mu_);
+    if (shutting_down_) {
+      IngestStats::Add(stats_->refusals, RefusalReason::kShuttingDown);
+      refuse = grpc::Status(grpc::StatusCode::UNAVAILABLE, "aggregator shutting down");
+    } else if (sessions_.size() >= options_.max_sessions) {
+      IngestStats::Add(stats_->refusals, RefusalReason::kLimit);
+      IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxSessions);
+      refuse = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            absl::StrCat("too many open streams (", sessions_.size(),
+                                         ", --max-sessions=", options_.max_sessions, ")"));
+    } else {
+      sessions_[id] = session;
+    }
+  }
+  stats_->sessions_active.fetch_add(1, std::memory_order_relaxed);
+  session->Begin(refuse);
+  return session.get();
+}
+
+void IngestService::Remove(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  sessions_.erase(id);
+}
+
+void IngestService::ExpireHellos(absl::Time now) {
+  std::vector<std::shared_ptr<IngestSession>> open;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, weak] : sessions_) {
+      if (auto s = weak.lock()) open.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : open) s->ExpireIfNoHello(now, options_.hello_timeout);
+}
+
+void IngestService::Shutdown() {
+  std::vector<std::shared_ptr<IngestSession>> open;
+  {
+    absl::MutexLock l(&mu_);
+    shutting_down_ = true;
+    for (const auto& [id, weak] : sessions_) {
+      if (auto s = weak.lock()) open.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : open) {
+    s->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "aggregator shutting down"),
+           EndReason::kShutdown);
+  }
+}
+
+size_t IngestService::open_sessions() const {
+  absl::MutexLock l(&mu_);
+  return sessions_.size();
+}
+
+}  // namespace ringside::daemon

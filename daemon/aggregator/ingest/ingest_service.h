@@ -1,0 +1,87 @@
+// ringside.v1 Ingest.Stream on the gRPC callback API: one reactor per stream, which never blocks
+// in a reaction. The session protocol (docs/aggregator.md):
+//
+//   - A message that does not parse as an AgentMessage: INVALID_ARGUMENT.
+//   - The first message must be a Hello (else INVALID_ARGUMENT). Protocol version ranges that do
+//     not overlap: FAILED_PRECONDITION naming both. With mTLS, the Hello's node must match the
+//     client certificate (else PERMISSION_DENIED). A Hello past --max-nodes: RESOURCE_EXHAUSTED.
+//     No Hello within hello_timeout: DEADLINE_EXCEEDED.
+//   - The answer is a HelloAck with the acked seq of (node, agent_epoch); then Acks.
+//   - A second session of the same node replaces the first: the newer wins, the older ends with
+//     ABORTED ("replaced by a newer session").
+//   - Acks carry the highest seq taken in whose payloads are all durable; one write in flight at a
+//     time, so acks coalesce under load: an Ack is sent after each message (or journal commit)
+//     that moves the watermark, unless a write is in flight, in which case its completion sends
+//     the latest.
+#ifndef RINGSIDE_DAEMON_AGGREGATOR_INGEST_INGEST_SERVICE_H_
+#define RINGSIDE_DAEMON_AGGREGATOR_INGEST_INGEST_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/aggregator/ingest/ingest_core.h"
+#include "daemon/aggregator/ingest/ingest_stats.h"
+#include "daemon/common/grpc_roles.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "ringside/v1/ingest.grpc.pb.h"
+
+namespace ringside::daemon {
+
+struct IngestServiceOptions {
+  absl::Duration hello_timeout = absl::Seconds(10);
+  size_t max_sessions = 20064;  // open streams, with or without a Hello
+  std::string aggregator_version;
+  bool check_peer_node = true;                  // PeerMayClaimNode (a no-op on plaintext)
+  // Who may ingest (grpc_roles.h): an agent certificate, never a reader's or a token. Null: any.
+  std::shared_ptr<RoleAuthorizer> roles;
+  std::function<absl::Time()> now = absl::Now;  // for the Hello timeout
+  // A message over this ends the stream with RESOURCE_EXHAUSTED and is counted
+  // (limit_rejections{max_message_bytes}); 0: none. gRPC's own limit should be above it (it cuts
+  // a stream off without telling the service why).
+  size_t max_message_bytes = 0;
+};
+
+class IngestSession;
+
+// The raw (ByteBuffer) flavour of the callback API, so that a message that does not parse is told
+// apart from the agent closing its side: it ends the stream with INVALID_ARGUMENT instead of the
+// read silently failing.
+class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::Ingest::Service> {
+ public:
+  IngestService(IngestCore* core, IngestStats* stats, IngestServiceOptions options);
+  ~IngestService() override;
+
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
+      grpc::CallbackServerContext* context) override;
+
+  // Ends sessions that said no Hello within the timeout. Called by a housekeeping thread.
+  void ExpireHellos(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Refuses new streams and ends every open one with UNAVAILABLE.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+  size_t open_sessions() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  friend class IngestSession;
+  void Remove(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  IngestCore* const core_;
+  IngestStats* const stats_;
+  const IngestServiceOptions options_;
+  std::atomic<uint64_t> next_id_{1};
+
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<IngestSession>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_AGGREGATOR_INGEST_INGEST_SERVICE_H_

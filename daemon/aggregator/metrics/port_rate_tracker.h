@@ -1,0 +1,87 @@
+// The latest per-port signals the aggregator's /metrics derives from counter steps as they are
+// ingested: the fraction of time a port was paused on each PFC priority (ethtool
+// rx/tx_prio<N>_pause_duration, µs per second ÷ 1e6, clamped to [0, 1]) and the per-second rates of
+// the RoCE congestion counters (hw_counters np_ecn_marked_roce_packets, np_cnp_sent,
+// rp_cnp_handled). Each value is the one of the series' latest step ("over the last interval").
+//
+// Fed from the ingest threads (Observe is cheap: one short lock a batch, an index per series —
+// what a series is to the tracker is decided once per series identity); read by the scrape thread as a copy (Snapshot). Entries whose
+// series sent nothing for `stale_after` are left out of snapshots and forgotten.
+#ifndef RINGSIDE_DAEMON_AGGREGATOR_METRICS_PORT_RATE_TRACKER_H_
+#define RINGSIDE_DAEMON_AGGREGATOR_METRICS_PORT_RATE_TRACKER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "analysis/series_state.h"
+
+namespace ringside::daemon {
+
+enum class PortSignal : uint8_t {
+  kRxPausedRatio,   // paused by the peer: could not send (ethtool rx_prio<N>_pause_duration)
+  kTxPausedRatio,   // paused the peer (tx_prio<N>_pause_duration)
+  kEcnMarkedRate,   // np_ecn_marked_roce_packets per second
+  kCnpSentRate,     // np_cnp_sent per second
+  kCnpHandledRate,  // rp_cnp_handled per second
+};
+
+// Which signal a series feeds, if any; `priority` receives the PFC priority of a pause series.
+bool TrackedSignal(absl::string_view source, absl::string_view counter, int32_t def_priority,
+                   PortSignal* signal, int32_t* priority);
+
+struct PortSignalValue {
+  std::string node;
+  std::string device;  // netdev for the PFC ratios, RDMA device for the congestion rates
+  std::string port;    // RDMA port ("" for a netdev)
+  int32_t priority = -1;
+  PortSignal signal = PortSignal::kRxPausedRatio;
+  double value = 0;
+  absl::Time time;  // of the step (the agent's clock)
+};
+
+class PortRateTracker {
+ public:
+  explicit PortRateTracker(absl::Duration stale_after = absl::Minutes(2))
+      : stale_after_(stale_after) {}
+
+  // One SampleBatch's accepted samples of `node` (IngestObserver::OnSamples), taken in at `now`
+  // (the aggregator's clock).
+  void Observe(absl::string_view node, absl::Span<const analysis::ObservedSample> samples,
+               absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // The entries updated within `stale_after` of `now`, in no order. Forgets the others.
+  std::vector<PortSignalValue> Snapshot(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Entry {
+    PortSignalValue value;
+    absl::Time updated;  // aggregator clock
+  };
+  // What a series is to the tracker, decided once per series identity.
+  struct Tracked {
+    uint32_t generation = 0;  // of the identity; 0: empty
+    bool tracked = false;
+    PortSignal signal = PortSignal::kRxPausedRatio;
+    int32_t priority = -1;
+  };
+  const Tracked& TrackedOf(const analysis::ObservedSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const absl::Duration stale_after_;
+  mutable absl::Mutex mu_;
+  // node \0 device \0 port \0 priority signal (built in key_ without allocating).
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::string key_ ABSL_GUARDED_BY(mu_);
+  std::vector<Tracked> by_identity_ ABSL_GUARDED_BY(mu_);
+  Tracked scratch_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringside::daemon
+
+#endif  // RINGSIDE_DAEMON_AGGREGATOR_METRICS_PORT_RATE_TRACKER_H_
