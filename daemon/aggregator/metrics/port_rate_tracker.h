@@ -4,9 +4,12 @@
 // the RoCE congestion counters (hw_counters np_ecn_marked_roce_packets, np_cnp_sent,
 // rp_cnp_handled). Each value is the one of the series' latest step ("over the last interval").
 //
-// Fed from the ingest threads (Observe is cheap: one short lock a batch, an index per series —
-// what a series is to the tracker is decided once per series identity); read by the scrape thread as a copy (Snapshot). Entries whose
-// series sent nothing for `stale_after` are left out of snapshots and forgotten.
+// Fed from the ingest threads (Observe is cheap: one short lock and one node lookup a batch, then
+// an array index per sample — what a series is to the tracker is decided once per series
+// identity, and which entry a series updates once per series, kept by the series' slot in its
+// node's table); read by the scrape thread as a copy (Snapshot). Entries whose series sent nothing
+// for `stale_after` are left out of snapshots and forgotten. Each (node, device, port, priority,
+// signal) has one entry, whichever series (a redefined one under a new id) feeds it.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_METRICS_PORT_RATE_TRACKER_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_METRICS_PORT_RATE_TRACKER_H_
 
@@ -63,7 +66,18 @@ class PortRateTracker {
   struct Entry {
     PortSignalValue value;
     absl::Time updated;  // aggregator clock
+    std::string key;     // in by_key_; empty: a free entry
+    uint32_t serial = 0;  // bumped each time the entry is reused: older slot links miss
   };
+  // One node's slots (ObservedSample::slot) → entry, with the series identity that made the link
+  // (a slot that now holds another series does not update the old entry).
+  struct SlotLink {
+    uint32_t entry = kNoEntry;
+    uint32_t serial = 0;  // of the entry when linked
+    uint32_t identity = 0;
+    uint32_t generation = 0;  // 0: no link
+  };
+  static constexpr uint32_t kNoEntry = ~uint32_t{0};
   // What a series is to the tracker, decided once per series identity.
   struct Tracked {
     uint32_t generation = 0;  // of the identity; 0: empty
@@ -72,12 +86,23 @@ class PortRateTracker {
     int32_t priority = -1;
   };
   const Tracked& TrackedOf(const analysis::ObservedSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entry `s` updates: by its slot when linked before, else by key (created if new).
+  uint32_t EntryOf(std::vector<SlotLink>* slots, absl::string_view node,
+                   const analysis::ObservedSample& s, const Tracked& tr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(uint32_t entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration stale_after_;
   mutable absl::Mutex mu_;
-  // node \0 device \0 port \0 priority signal (built in key_ without allocating).
-  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);  // indexes of free entries
+  size_t live_ ABSL_GUARDED_BY(mu_) = 0;
+  // node \0 device \0 port \0 priority signal → entry (built in key_ without allocating):
+  // consulted only when a series is first linked to its entry.
+  absl::flat_hash_map<std::string, uint32_t> by_key_ ABSL_GUARDED_BY(mu_);
   std::string key_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint32_t> node_index_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<SlotLink>> slots_ ABSL_GUARDED_BY(mu_);  // by node index
   std::vector<Tracked> by_identity_ ABSL_GUARDED_BY(mu_);
   Tracked scratch_ ABSL_GUARDED_BY(mu_);
 };
