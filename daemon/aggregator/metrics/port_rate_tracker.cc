@@ -48,18 +48,8 @@ const PortRateTracker::Tracked& PortRateTracker::TrackedOf(const analysis::Obser
   return *t;
 }
 
-uint32_t PortRateTracker::EntryOf(std::vector<SlotLink>* slots, absl::string_view node,
-                                  const analysis::ObservedSample& s, const Tracked& tr) {
-  constexpr uint32_t kMaxSlots = uint32_t{1} << 20;  // beyond any --max-series-per-node in use
-  SlotLink* link = nullptr;
-  if (s.identity_generation != 0 && s.slot < kMaxSlots) {
-    if (s.slot >= slots->size()) slots->resize(s.slot + 1);
-    link = &(*slots)[s.slot];
-    if (link->generation == s.identity_generation && link->identity == s.identity &&
-        link->entry != kNoEntry && entries_[link->entry].serial == link->serial) {
-      return link->entry;
-    }
-  }
+uint32_t PortRateTracker::EntryByKey(absl::string_view node, const analysis::ObservedSample& s,
+                                     const Tracked& tr) {
   key_.clear();
   key_.append(node.data(), node.size());
   key_.push_back('\0');
@@ -69,31 +59,58 @@ uint32_t PortRateTracker::EntryOf(std::vector<SlotLink>* slots, absl::string_vie
   key_.push_back('\0');
   key_.append(reinterpret_cast<const char*>(&tr.priority), sizeof(tr.priority));
   key_.push_back(static_cast<char>(tr.signal));
-  auto [it, fresh] = by_key_.try_emplace(key_, kNoEntry);
-  if (fresh) {
-    uint32_t index;
-    if (!free_.empty()) {
-      index = free_.back();
-      free_.pop_back();
-    } else {
-      index = static_cast<uint32_t>(entries_.size());
-      entries_.emplace_back();
+  auto [it, fresh] = by_key_.try_emplace(key_, 0);
+  if (!fresh) return it->second;
+  uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    index = static_cast<uint32_t>(entries_.size());
+    entries_.emplace_back();
+  }
+  Entry& e = entries_[index];
+  ++e.serial;
+  e.key = key_;
+  e.names.node = std::string(node);
+  e.names.device = std::string(s.device);
+  e.names.port = std::string(s.port);
+  e.names.priority = tr.priority;
+  e.names.signal = tr.signal;
+  it->second = index;
+  ++live_;
+  return index;
+}
+
+uint32_t PortRateTracker::EntryOf(NodeLinks* node_links, absl::string_view node,
+                                  const analysis::ObservedSample& s, const Tracked& tr) {
+  if (s.identity_generation == 0) return EntryByKey(node, s, tr);
+  std::vector<Link>& links = node_links->links;
+  size_t i = node_links->cursor;
+  if (i >= links.size() || links[i].slot != s.slot) {
+    i = static_cast<size_t>(
+        std::lower_bound(links.begin(), links.end(), s.slot,
+                         [](const Link& l, uint32_t slot) { return l.slot < slot; }) -
+        links.begin());
+  }
+  if (i < links.size() && links[i].slot == s.slot) {
+    Link& l = links[i];
+    node_links->cursor = i + 1;
+    if (l.identity == s.identity && l.generation == s.identity_generation &&
+        entries_[l.entry].serial == l.serial) {
+      return l.entry;
     }
-    Entry& e = entries_[index];
-    ++e.serial;
-    e.key = key_;
-    e.value.node = std::string(node);
-    e.value.device = std::string(s.device);
-    e.value.port = std::string(s.port);
-    e.value.priority = tr.priority;
-    e.value.signal = tr.signal;
-    it->second = index;
-    ++live_;
+    l.entry = EntryByKey(node, s, tr);
+    l.serial = entries_[l.entry].serial;
+    l.identity = s.identity;
+    l.generation = s.identity_generation;
+    return l.entry;
   }
-  if (link != nullptr) {
-    *link = SlotLink{it->second, entries_[it->second].serial, s.identity, s.identity_generation};
-  }
-  return it->second;
+  const uint32_t entry = EntryByKey(node, s, tr);
+  links.insert(links.begin() + static_cast<std::ptrdiff_t>(i),
+               Link{s.slot, entry, entries_[entry].serial, s.identity, s.identity_generation});
+  node_links->cursor = i + 1;
+  return entry;
 }
 
 void PortRateTracker::Forget(uint32_t index) {
@@ -101,7 +118,7 @@ void PortRateTracker::Forget(uint32_t index) {
   by_key_.erase(e.key);
   e.key.clear();
   e.key.shrink_to_fit();
-  e.value = PortSignalValue{};
+  e.names = PortSignalValue{};
   ++e.serial;  // every slot link to it misses from now on
   free_.push_back(index);
   --live_;
@@ -112,9 +129,10 @@ void PortRateTracker::Observe(absl::string_view node,
   if (samples.empty()) return;
   absl::MutexLock lock(&mu_);
   auto [node_it, fresh_node] =
-      node_index_.try_emplace(node, static_cast<uint32_t>(slots_.size()));
-  if (fresh_node) slots_.emplace_back();
-  std::vector<SlotLink>* slots = &slots_[node_it->second];
+      node_index_.try_emplace(node, static_cast<uint32_t>(links_.size()));
+  if (fresh_node) links_.emplace_back();
+  NodeLinks* node_links = &links_[node_it->second];
+  node_links->cursor = 0;
   for (const analysis::ObservedSample& s : samples) {
     if (s.kind != analysis::SeriesKind::kCounter) continue;
     // Only steps whose delta is the real increase over a known interval give a rate.
@@ -129,9 +147,9 @@ void PortRateTracker::Observe(absl::string_view node,
     if (tr.signal == PortSignal::kRxPausedRatio || tr.signal == PortSignal::kTxPausedRatio) {
       value = std::clamp(value * 1e-6, 0.0, 1.0);  // µs paused per second → fraction of time
     }
-    Entry& e = entries_[EntryOf(slots, node, s, tr)];
-    e.value.value = value;
-    e.value.time = absl::FromUnixNanos(s.time_ns);
+    Entry& e = entries_[EntryOf(node_links, node, s, tr)];
+    e.value = value;
+    e.time_ns = s.time_ns;
     e.updated = now;
   }
 }
@@ -147,7 +165,9 @@ std::vector<PortSignalValue> PortRateTracker::Snapshot(absl::Time now) {
       Forget(i);
       continue;
     }
-    out.push_back(e.value);
+    out.push_back(e.names);
+    out.back().value = e.value;
+    out.back().time = absl::FromUnixNanos(e.time_ns);
   }
   return out;
 }

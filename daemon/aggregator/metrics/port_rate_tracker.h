@@ -63,19 +63,28 @@ class PortRateTracker {
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The fields a step writes first (one cache line), the names after.
   struct Entry {
-    PortSignalValue value;
-    absl::Time updated;  // aggregator clock
-    std::string key;     // in by_key_; empty: a free entry
-    uint32_t serial = 0;  // bumped each time the entry is reused: older slot links miss
+    uint32_t serial = 0;  // bumped each time the entry is reused: older links miss
+    double value = 0;
+    int64_t time_ns = 0;  // of the step (the agent's clock)
+    absl::Time updated;   // aggregator clock
+    PortSignalValue names;  // node, device, port, priority, signal (value and time unused)
+    std::string key;        // in by_key_; empty: a free entry
   };
-  // One node's slots (ObservedSample::slot) → entry, with the series identity that made the link
-  // (a slot that now holds another series does not update the old entry).
-  struct SlotLink {
-    uint32_t entry = kNoEntry;
+  // A tracked series of one node → its entry, with the series identity that made the link (a slot
+  // that now holds another series does not update the old entry). A node's links are sorted by
+  // slot; a batch lists its series in slot order, so the next link is normally the one wanted.
+  struct Link {
+    uint32_t slot = 0;
+    uint32_t entry = 0;
     uint32_t serial = 0;  // of the entry when linked
     uint32_t identity = 0;
-    uint32_t generation = 0;  // 0: no link
+    uint32_t generation = 0;
+  };
+  struct NodeLinks {
+    std::vector<Link> links;
+    size_t cursor = 0;  // where the current batch's next tracked sample is looked for first
   };
   static constexpr uint32_t kNoEntry = ~uint32_t{0};
   // What a series is to the tracker, decided once per series identity.
@@ -86,8 +95,10 @@ class PortRateTracker {
     int32_t priority = -1;
   };
   const Tracked& TrackedOf(const analysis::ObservedSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The entry `s` updates: by its slot when linked before, else by key (created if new).
-  uint32_t EntryOf(std::vector<SlotLink>* slots, absl::string_view node,
+  // The entry `s` updates: by its link when linked before, else by key (created if new).
+  uint32_t EntryByKey(absl::string_view node, const analysis::ObservedSample& s, const Tracked& tr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t EntryOf(NodeLinks* node_links, absl::string_view node,
                    const analysis::ObservedSample& s, const Tracked& tr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(uint32_t entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -102,7 +113,7 @@ class PortRateTracker {
   absl::flat_hash_map<std::string, uint32_t> by_key_ ABSL_GUARDED_BY(mu_);
   std::string key_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint32_t> node_index_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<SlotLink>> slots_ ABSL_GUARDED_BY(mu_);  // by node index
+  std::vector<NodeLinks> links_ ABSL_GUARDED_BY(mu_);  // by node index
   std::vector<Tracked> by_identity_ ABSL_GUARDED_BY(mu_);
   Tracked scratch_ ABSL_GUARDED_BY(mu_);
 };
