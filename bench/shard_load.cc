@@ -1,0 +1,436 @@
+#include "bench/shard_load.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/port_series.h"
+#include "daemon/common/protocol.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "ringside/v1/ingest.pb.h"
+
+namespace ringside::bench {
+namespace {
+
+constexpr char kStreamMethod[] = "/ringside.v1.Ingest/Stream";
+constexpr absl::Duration kTick = absl::Milliseconds(1);
+
+// xorshift64: cheap per-agent randomness for counters' starting values and traffic.
+uint64_t Next(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice s(bytes.data(), bytes.size());  // a copy: the buffer outlives `bytes`
+  return grpc::ByteBuffer(&s, 1);
+}
+
+std::vector<uint32_t> Ids(int n) {
+  std::vector<uint32_t> ids(static_cast<size_t>(n));
+  for (int s = 0; s < n; ++s) ids[s] = static_cast<uint32_t>(s);
+  return ids;
+}
+
+const char* CodeName(grpc::StatusCode c) {
+  switch (c) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+SeriesShape::SeriesShape(int n_series)
+    : n(n_series), encoder(Ids(n_series)) {
+  steps.reserve(n);
+  masks.reserve(n);
+  for (int s = 0; s < n; ++s) {
+    const PortSeries& ps = kPortSeries[s % kPortSeries.size()];
+    const bool counter = ps.kind == ringside::v1::SERIES_KIND_COUNTER;
+    steps.push_back(counter ? ps.step : 0);
+    masks.push_back(ps.width == 0 || ps.width >= 64 ? ~0ull : (1ull << ps.width) - 1);
+    if (!counter || ps.step == 0) ++idle;
+  }
+  if (n > 0) {
+    ringside::v1::AgentMessage m;
+    AddPortSeriesDefs(n, m.mutable_series_defs());
+    const std::string bytes = m.SerializeAsString();
+    defs = grpc::Slice(bytes.data(), bytes.size());
+  }
+}
+
+void LoadTotals::Notify() {
+  std::lock_guard<std::mutex> l(mu);
+  cv.notify_all();
+}
+
+void LoadTotals::AddFailure(const std::string& status) {
+  failed.fetch_add(1);
+  std::lock_guard<std::mutex> l(mu);
+  ++failures[status];
+  cv.notify_all();
+}
+
+std::string LoadTotals::FailureSummary() {
+  std::lock_guard<std::mutex> l(mu);
+  std::string out;
+  for (const auto& [status, count] : failures) {
+    absl::StrAppend(&out, out.empty() ? "" : "; ", count, " x ", status);
+  }
+  return out;
+}
+
+SimAgent::SimAgent(int index, const SeriesShape* shape, bool batches)
+    : index_(index),
+      shape_(shape),
+      node_(absl::StrCat("shard-bench-node-", index)),
+      epoch_(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) + index),
+      rng_(0x9E3779B97F4A7C15ull * (index + 1)) {
+  if (!batches) return;
+  // Counters as on a node that has been up for hours to weeks: traffic counters far from zero,
+  // idle error counters at a small constant, states at their healthy value.
+  const int64_t uptime_s = 3600 + static_cast<int64_t>(Next(rng_) % (30 * 86400));
+  values_.resize(shape->n);
+  for (int s = 0; s < shape->n; ++s) {
+    const PortSeries& ps = kPortSeries[s % kPortSeries.size()];
+    uint64_t v = ps.step;
+    if (ps.kind == ringside::v1::SERIES_KIND_COUNTER) {
+      v = ps.step == 0 ? Next(rng_) % 4 : ps.step * static_cast<uint64_t>(uptime_s);
+      v &= shape->masks[s];
+    }
+    values_[s] = v;
+  }
+  // This node's share of the fabric's traffic: 50-150 % of the port series' steps.
+  load_permille_ = 500 + static_cast<int>(Next(rng_) % 1001);
+}
+
+void SimAgent::NextBatch(int64_t ts, std::string* out) {
+  // This interval's traffic: the node's share, moving by up to +-10 % from one cycle to the next.
+  const uint64_t permille = static_cast<uint64_t>(load_permille_) * (900 + Next(rng_) % 201) / 1000;
+  const uint64_t* steps = shape_->steps.data();
+  const uint64_t* masks = shape_->masks.data();
+  uint64_t* values = values_.data();
+  const size_t n = values_.size();
+  for (size_t s = 0; s < n; ++s) {
+    if (steps[s] == 0) continue;  // idle counters and states hold their value
+    values[s] = (values[s] + std::max<uint64_t>(1, steps[s] * permille / 1000)) & masks[s];
+  }
+  const uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
+  shape_->encoder.Encode(seq, ts, values_, out);
+  seq_.store(seq, std::memory_order_release);
+}
+
+AgentStream::AgentStream(LoadTotals* totals, SimAgent* agent, bool batches,
+                         uint64_t resend_from_seq)
+    : totals_(totals), agent_(agent), batches_(batches) {
+  ringside::v1::AgentMessage h;
+  h.mutable_hello()->set_node(agent->node());
+  h.mutable_hello()->set_agent_epoch(agent->epoch());
+  h.mutable_hello()->set_protocol_version(ringside::daemon::kProtocolVersion);
+  h.mutable_hello()->set_min_protocol_version(ringside::daemon::kMinProtocolVersion);
+  h.mutable_hello()->set_resend_from_seq(resend_from_seq);
+  hello_ = ToByteBuffer(h.SerializeAsString());
+  acked_ = resend_from_seq > 0 ? resend_from_seq - 1 : 0;
+}
+
+void AgentStream::Open(grpc::GenericStub* stub) {
+  stub->PrepareBidiStreamingCall(&ctx_, kStreamMethod, grpc::StubOptions(), this);
+  writing_ = true;
+  what_ = kHello;
+  StartWrite(&hello_);
+  StartRead(&in_);
+  StartCall();
+}
+
+AgentStream::TickResult AgentStream::Tick(int64_t ts, std::string* scratch) {
+  if (done_.load(std::memory_order_relaxed) || !admitted_.load(std::memory_order_acquire)) {
+    return TickResult::kNotReady;
+  }
+  if (writing_.exchange(true)) return TickResult::kSkipped;
+  agent_->NextBatch(ts, scratch);
+  out_ = ToByteBuffer(*scratch);
+  what_ = kBatch;
+  totals_->batches_sent.fetch_add(1, std::memory_order_relaxed);
+  StartWrite(&out_);
+  return TickResult::kSent;
+}
+
+void AgentStream::Close() { ctx_.TryCancel(); }
+
+void AgentStream::OnWriteDone(bool ok) {
+  if (!ok) return;  // the stream is ending; OnDone follows
+  const What w = what_;
+  writing_ = false;
+  if (w == kDefs) {
+    if (batches_) {
+      SendFirstBatch();
+    } else {
+      MarkAdmitted();
+    }
+    return;
+  }
+  if (w == kHello) MaybeSendDefs();
+}
+
+void AgentStream::OnReadDone(bool ok) {
+  if (!ok) return;
+  ringside::v1::AggregatorMessage m;
+  if (!grpc::SerializationTraits<ringside::v1::AggregatorMessage>::Deserialize(&in_, &m).ok()) {
+    ctx_.TryCancel();  // OnDone counts it: not closing
+    return;
+  }
+  if (m.has_hello_ack()) {
+    hello_acked_ = true;
+    totals_->opening.fetch_sub(1);
+    if (agent_->shape().n == 0) {
+      defs_sent_ = true;
+      if (batches_) {
+        SendFirstBatch();
+      } else {
+        MarkAdmitted();
+      }
+    }
+    MaybeSendDefs();
+    totals_->Notify();
+  } else if (m.has_ack()) {
+    const uint64_t a = m.ack().acked_seq();
+    if (a > acked_) {
+      totals_->batches_acked.fetch_add(a - acked_, std::memory_order_relaxed);
+      acked_ = a;
+    }
+    if (first_batch_written_.load() && a >= admit_seq_) MarkAdmitted();
+  }
+  StartRead(&in_);
+}
+
+void AgentStream::OnDone(const grpc::Status& status) {
+  if (!hello_acked_) totals_->opening.fetch_sub(1);
+  if (!closing_.load()) {
+    if (!admitted_.load()) totals_->failed_unadmitted.fetch_add(1);
+    totals_->AddFailure(absl::StrCat(CodeName(status.error_code()), ": ", status.error_message()));
+  }
+  done_ = true;
+  totals_->done.fetch_add(1);
+  totals_->Notify();
+}
+
+void AgentStream::MaybeSendDefs() {
+  if (!hello_acked_.load() || defs_sent_.load()) return;
+  if (writing_.exchange(true)) return;  // OnWriteDone comes back here
+  if (defs_sent_.exchange(true)) {
+    writing_ = false;
+    return;
+  }
+  what_ = kDefs;
+  out_ = grpc::ByteBuffer(&agent_->shape().defs, 1);  // a reference to the shared slice
+  StartWrite(&out_);
+}
+
+void AgentStream::SendFirstBatch() {
+  // On a library thread, once per session, while no pacer runs: its own scratch buffer.
+  if (writing_.exchange(true)) return;
+  thread_local std::string scratch;
+  agent_->NextBatch(absl::ToUnixNanos(absl::Now()), &scratch);
+  admit_seq_ = agent_->seq();
+  first_batch_written_ = true;
+  out_ = ToByteBuffer(scratch);
+  what_ = kBatch;
+  totals_->batches_sent.fetch_add(1, std::memory_order_relaxed);
+  StartWrite(&out_);
+}
+
+void AgentStream::MarkAdmitted() {
+  if (!admitted_.exchange(true)) {
+    totals_->admitted.fetch_add(1);
+    totals_->Notify();
+  }
+}
+
+AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, int grpc_port, bool batches, int window,
+                      absl::Duration timeout) {
+  const int n = static_cast<int>(fleet.agents.size());
+  window = std::max(1, window);
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  const int64_t admitted0 = totals.admitted.load();
+  const int64_t failed0 = totals.failed.load();
+  const int64_t unadmitted0 = totals.failed_unadmitted.load();
+  AdmissionResult r;
+  for (int a = 0; a < n; ++a) {
+    {
+      std::unique_lock<std::mutex> l(totals.mu);
+      if (!totals.cv.wait_until(l, absl::ToChronoTime(deadline),
+                                [&] { return totals.opening.load() < window; })) {
+        r.timed_out = true;
+        break;
+      }
+    }
+    // One connection per agent, as real agents have: the channel argument that differs keeps gRPC
+    // from sharing one subchannel between them. Keepalive as the real agent's uploader.
+    grpc::ChannelArguments args;
+    args.SetInt("ringside.bench.agent", a);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", grpc_port),
+                                             grpc::InsecureChannelCredentials(), args);
+    SimAgent* agent = fleet.agents[a].get();
+    const uint64_t seq = agent->seq();
+    fleet.stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
+    fleet.streams.push_back(
+        std::make_unique<AgentStream>(&totals, agent, batches, seq > 0 ? seq + 1 : 0));
+    totals.opening.fetch_add(1);
+    fleet.streams.back()->Open(fleet.stubs.back().get());
+  }
+  const int opened = static_cast<int>(fleet.streams.size());
+  {
+    std::unique_lock<std::mutex> l(totals.mu);
+    // Every stream either admitted or ended before it was.
+    if (!totals.cv.wait_until(l, absl::ToChronoTime(deadline), [&] {
+          return (totals.admitted.load() - admitted0) +
+                     (totals.failed_unadmitted.load() - unadmitted0) >=
+                 opened;
+        })) {
+      r.timed_out = true;
+    }
+  }
+  r.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  r.admitted = totals.admitted.load() - admitted0;
+  r.failed = totals.failed.load() - failed0;
+  if (opened < n) r.timed_out = true;
+  return r;
+}
+
+bool CloseAll(LoadTotals& totals, Fleet& fleet) {
+  for (auto& s : fleet.streams) s->set_closing();
+  for (auto& s : fleet.streams) s->Close();
+  std::unique_lock<std::mutex> l(totals.mu);
+  // Streams that failed before are done already; every OnDone notifies.
+  const bool ok = totals.cv.wait_for(l, std::chrono::seconds(60), [&] {
+    return std::all_of(fleet.streams.begin(), fleet.streams.end(),
+                       [](const std::unique_ptr<AgentStream>& s) { return s->done(); });
+  });
+  l.unlock();
+  if (!ok) return false;
+  fleet.streams.clear();
+  fleet.stubs.clear();
+  return true;
+}
+
+Pacer::Pacer(Fleet* fleet, LoadTotals* totals, double rate, int threads)
+    : fleet_(fleet), totals_(totals), rate_(rate) {
+  for (int t = 0; t < std::max(1, threads); ++t) threads_.push_back(std::make_unique<Thread>());
+}
+
+void Pacer::Start() {
+  start_ = absl::Now();
+  for (size_t t = 0; t < threads_.size(); ++t) {
+    Thread* th = threads_[t].get();
+    th->thread = std::thread([this, th, t] { Run(th, static_cast<int>(t)); });
+  }
+}
+
+void Pacer::SetWindow(absl::Time start, absl::Time end) {
+  window_start_ns_ = absl::ToUnixNanos(start);
+  window_end_ns_ = absl::ToUnixNanos(end);
+}
+
+void Pacer::Stop() {
+  if (stop_.exchange(true)) return;
+  for (auto& t : threads_) {
+    if (t->thread.joinable()) t->thread.join();
+  }
+  stopped_ = absl::Now();
+}
+
+void Pacer::Run(Thread* self, int t) {
+  const double cpu0 = ThreadCpuSeconds();
+  const int n = static_cast<int>(fleet_->streams.size());
+  const int p = static_cast<int>(threads_.size());
+  const absl::Duration period = absl::Seconds(1.0 / rate_);
+  std::string scratch;
+  for (int64_t k = 0; !stop_.load(std::memory_order_relaxed); ++k) {
+    for (int a = t; a < n && !stop_.load(std::memory_order_relaxed); a += p) {
+      const absl::Time due = start_ + period * k + period * ((a + 0.5) / n);
+      absl::Time now = absl::Now();
+      if (due > now) {
+        // Not yet due: sleep at least a tick, then send everything due by then back to back, so
+        // a thread wakes at most 1,000 times a second however many agents it carries.
+        absl::SleepFor(std::max(due - now, kTick));
+        now = absl::Now();
+      }
+      const int64_t due_ns = absl::ToUnixNanos(due);
+      const AgentStream::TickResult r = fleet_->streams[a]->Tick(due_ns, &scratch);
+      if (r == AgentStream::TickResult::kSkipped) totals_->skipped.fetch_add(1);
+      if (due_ns < window_start_ns_.load(std::memory_order_relaxed) ||
+          due_ns >= window_end_ns_.load(std::memory_order_relaxed)) {
+        continue;
+      }
+      ++self->due;
+      switch (r) {
+        case AgentStream::TickResult::kSent:
+          ++self->sent;
+          self->lag_us.push_back(std::max<int64_t>(0, absl::ToInt64Microseconds(now - due)));
+          break;
+        case AgentStream::TickResult::kSkipped:
+          ++self->skipped;
+          break;
+        case AgentStream::TickResult::kNotReady:
+          ++self->not_ready;
+          break;
+      }
+    }
+  }
+  self->cpu_s = ThreadCpuSeconds() - cpu0;
+}
+
+Pacer::Stats Pacer::stats() const {
+  Stats s;
+  for (const auto& t : threads_) {
+    s.due += t->due;
+    s.sent += t->sent;
+    s.skipped += t->skipped;
+    s.not_ready += t->not_ready;
+    s.lag_us.insert(s.lag_us.end(), t->lag_us.begin(), t->lag_us.end());
+    s.thread_cpu_s += t->cpu_s;
+  }
+  std::sort(s.lag_us.begin(), s.lag_us.end());
+  s.run_s = absl::ToDoubleSeconds(stopped_ - start_);
+  return s;
+}
+
+}  // namespace ringside::bench
