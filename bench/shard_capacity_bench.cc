@@ -302,7 +302,7 @@ int RunPaced() {
               static_cast<unsigned long long>(acked1 - acked0),
               static_cast<unsigned long long>(skipped1 - skipped0));
   std::printf("  pacing                      %llu batches due in %.1f s, %llu sent; behind "
-              "schedule p50 %.2f ms, p99 %.2f ms, max %.1f ms; %llu sent more than %.0f ms late\n",
+              "schedule p50 %.2f ms, p99 %.2f ms, max %.1f ms; %llu sent more than %.3g ms late\n",
               static_cast<unsigned long long>(ps.due), window_s,
               static_cast<unsigned long long>(ps.sent), Percentile(ps.lag_us, 0.5) / 1e3,
               Percentile(ps.lag_us, 0.99) / 1e3,
@@ -310,9 +310,11 @@ int RunPaced() {
               late_ms);
   std::printf("  samples offered             %.3f M/s = %.1f %% of the %.3f M/s target\n",
               offered / wall / 1e6, 100 * offered / wall / target, target / 1e6);
-  std::printf("  samples accepted            %.0f (%.3f M/s over %.1f s of /metrics; rejected %.0f)\n",
+  std::printf("  samples accepted            %.0f (%.3f M/s over %.1f s of /metrics; rejected %.0f; "
+              "acked in the CPU window %.3f M/s)\n",
               accepted / scale, accepted / wall / 1e6,
-              absl::ToDoubleSeconds(s1.metrics_at - s0.metrics_at), rejected);
+              absl::ToDoubleSeconds(s1.metrics_at - s0.metrics_at), rejected,
+              static_cast<double>(acked1 - acked0) * n_series / wall / 1e6);
   std::printf("  aggregator CPU              %.2f s = %.1f %% of one core\n", cpu,
               100 * cpu / wall);
   std::printf("  aggregator CPU per sample   %.1f ns\n", accepted > 0 ? cpu / accepted * 1e9 : -1);
