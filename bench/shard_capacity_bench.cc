@@ -1,14 +1,15 @@
 // ringside-shard-capacity-bench (issues #14, #26): what one aggregator shard holds. A real
 // ringside-aggregator process on loopback, fed by N simulated agents, each its own gRPC connection
-// and Ingest.Stream as a real agent has (bench/shard_load.h: gRPC's generic callback client, the
-// definitions serialized once for all agents, each batch encoded straight from its values).
+// and Ingest.Stream as a real agent has (bench/shard_load.h: gRPC's generic asynchronous client on
+// --pacers driver threads that both poll the streams' completion queues and send the batches;
+// the definitions serialized once for all agents, each batch encoded straight from its values).
 //
 // Paced mode (default): every agent sends a Hello, its definitions and one batch at once (the
 // admission: it ends when every agent's first batch is acked), then one SampleBatch of all its
-// series per sampling interval (--rate per second, each agent at its own phase in the interval)
-// from --pacers threads, with the aggregator's detectors on. It reports:
+// series per sampling interval (--rate per second, each agent at its own phase in the interval),
+// with the aggregator's detectors on. It reports:
 //   - the admission: wall time, the aggregator's CPU over it, streams failed during it;
-//   - over the measured window after --warmup: samples offered against the target, the pacing
+//   - over the measured window after --warmup: samples offered against the target, the driver
 //     threads' lag behind schedule (p50, p99, max; batches sent more than 1 % of an interval
 //     late) and batches not sent because the agent's previous write was still in flight; the
 //     aggregator's CPU (utime + stime from /proc) per sample accepted and in % of one core, its
@@ -35,6 +36,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -62,8 +64,8 @@ ABSL_FLAG(absl::Duration, warmup, absl::Seconds(10),
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60), "Measured window.");
 ABSL_FLAG(bool, detect, true, "Run the aggregator with its detectors on.");
 ABSL_FLAG(int, pacers, 0,
-          "Paced mode: threads sending the batches (agent a on thread a mod P); 0: a quarter of "
-          "the cores, at least 2 and at most 8.");
+          "Threads driving the streams (agent a on thread a mod P: its events and its batches); "
+          "0: one per 4,000 batches a second, at most half the cores.");
 ABSL_FLAG(bool, reconnect, false,
           "Paced mode: after the window, close every stream and open it again on a new "
           "connection with the same agent epoch, and report that admission too.");
@@ -81,7 +83,7 @@ namespace {
 using ringside::bench::AdmissionResult;
 using ringside::bench::Fleet;
 using ringside::bench::LoadTotals;
-using ringside::bench::Pacer;
+using ringside::bench::Driver;
 using ringside::bench::SeriesShape;
 using ringside::bench::SimAgent;
 
@@ -154,11 +156,11 @@ void PrintProcess(const char* who, pid_t pid) {
 // Admits every agent of `fleet` and prints what it took: wall time, the aggregator's CPU, streams
 // failed. `what` names it ("admission", "reconnect").
 AdmissionResult AdmitAndReport(const char* what, LoadTotals& totals, Fleet& fleet,
-                               const ringside::bench::AggregatorProcess& agg, bool batches,
-                               int n_series) {
+                               Driver& driver, const ringside::bench::AggregatorProcess& agg,
+                               bool batches, int n_series) {
   const double cpu0 = ringside::bench::ProcCpuSeconds(agg.pid());
   const AdmissionResult r =
-      ringside::bench::Admit(totals, fleet, agg.grpc_port(), batches,
+      ringside::bench::Admit(totals, fleet, driver, agg.grpc_port(), batches,
                              absl::GetFlag(FLAGS_connect_window),
                              absl::GetFlag(FLAGS_admission_timeout));
   const double cpu = ringside::bench::ProcCpuSeconds(agg.pid()) - cpu0;
@@ -192,9 +194,13 @@ double Percentile(const std::vector<int64_t>& sorted, double p) {
   return static_cast<double>(sorted[i]);
 }
 
-int DefaultPacers() {
+// One driver thread per 4,000 batches a second (one thread used 22 % of a core for 2,048 a second
+// here, half of it gRPC's own work), at most half the cores: every thread more adds handoffs
+// between threads (epoll's poller role), which cost more than they spread.
+int DefaultDrivers(double batches_per_s) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::clamp(cores / 4, 2, 8);
+  const int want = static_cast<int>(std::ceil(batches_per_s / 4000));
+  return std::clamp(want, 1, std::max(1, cores / 2));
 }
 
 int RunPaced() {
@@ -202,14 +208,15 @@ int RunPaced() {
   const int n_series = absl::GetFlag(FLAGS_series);
   const double rate = absl::GetFlag(FLAGS_rate);
   const bool detect = absl::GetFlag(FLAGS_detect);
-  const int pacers = absl::GetFlag(FLAGS_pacers) > 0 ? absl::GetFlag(FLAGS_pacers) : DefaultPacers();
+  const int pacers = absl::GetFlag(FLAGS_pacers) > 0 ? absl::GetFlag(FLAGS_pacers)
+                                                     : DefaultDrivers(n_agents * rate);
   if (n_agents <= 0 || n_series <= 0 || rate <= 0) {
     std::fprintf(stderr, "--agents, --series and --rate must be positive\n");
     return 2;
   }
   const SeriesShape shape(n_series);
   const double target = 1.0 * n_agents * n_series * rate;
-  std::printf("ringside-shard-capacity-bench (issues #14, #26): paced, detectors %s, %d pacing "
+  std::printf("ringside-shard-capacity-bench (issues #14, #26): paced, detectors %s, %d driver "
               "threads\n",
               detect ? "on" : "off", pacers);
   std::printf("  %d agents x %d series at %g Hz = %.0f series, %.3f M samples/s to offer\n",
@@ -233,8 +240,9 @@ int RunPaced() {
   for (int a = 0; a < n_agents; ++a) {
     fleet.agents.push_back(std::make_unique<SimAgent>(a, &shape, /*batches=*/true));
   }
+  Driver driver(pacers);
   const AdmissionResult admission =
-      AdmitAndReport("admission:", totals, fleet, agg, /*batches=*/true, n_series);
+      AdmitAndReport("admission:", totals, fleet, driver, agg, /*batches=*/true, n_series);
   if (admission.admitted < n_agents) {
     std::printf("  NOT A VALID RUN: %lld of %d streams admitted; streams failed: %lld (%s)\n",
                 static_cast<long long>(admission.admitted), n_agents,
@@ -243,8 +251,7 @@ int RunPaced() {
     return 1;
   }
 
-  Pacer pacer(&fleet, &totals, rate, pacers);
-  pacer.Start();
+  driver.StartPacing(&fleet, &totals, rate);
   absl::SleepFor(absl::GetFlag(FLAGS_warmup));
   const std::string load_start = LoadAverage();
   // The load generator's CPU and counters are read at the same instants as the aggregator's CPU:
@@ -252,7 +259,7 @@ int RunPaced() {
   Snapshot s0;
   ReadMetrics(agg, s0);
   const absl::Time window_start = absl::Now();
-  pacer.SetWindow(window_start, absl::InfiniteFuture());
+  driver.SetWindow(window_start, absl::InfiniteFuture());
   const int64_t failed0 = totals.failed.load();
   const uint64_t skipped0 = totals.skipped.load();
   const uint64_t sent0 = totals.batches_sent.load();
@@ -269,7 +276,7 @@ int RunPaced() {
   const uint64_t acked1 = totals.batches_acked.load();
   const uint64_t skipped1 = totals.skipped.load();
   const absl::Time window_end = absl::Now();
-  pacer.SetWindow(window_start, window_end);
+  driver.SetWindow(window_start, window_end);
   ReadMetrics(agg, s1);
   const int64_t failed_window = totals.failed.load() - failed0;
   std::printf("  load average at the window's start: %s\n", load_start.c_str());
@@ -277,8 +284,8 @@ int RunPaced() {
   const std::string metrics = ringside::bench::HttpGet(agg.http_port(), "/metrics");
   PrintProcess("aggregator at the end:", agg.pid());
   PrintProcess("load generator at the end:", getpid());
-  pacer.Stop();
-  const Pacer::Stats ps = pacer.stats();
+  driver.StopPacing();
+  const Driver::Stats ps = driver.stats();
   const uint64_t unacked = Drain(totals);
 
   const double wall = absl::ToDoubleSeconds(s1.cpu_at - s0.cpu_at);
@@ -332,8 +339,8 @@ int RunPaced() {
   const double self = self_cpu1 - self_cpu0;
   const double batches = static_cast<double>(sent1 - sent0);
   std::printf("  load generator CPU          %.1f %% of one core = %.1f %% per M samples/s offered "
-              "(%.1f ns a sample, %.1f us and %.2f context switches a batch); pacing threads "
-              "%.1f %% over their run\n",
+              "(%.1f ns a sample, %.1f us and %.2f context switches a batch); driver threads "
+              "%.1f %% while pacing\n",
               100 * self / wall, offered > 0 ? 100 * self / (offered / 1e6) : -1,
               offered > 0 ? self / offered * 1e9 : -1, batches > 0 ? self / batches * 1e6 : -1,
               batches > 0 ? (self_switches1 - self_switches0) / batches : -1,
@@ -355,7 +362,7 @@ int RunPaced() {
       std::fprintf(stderr, "streams did not end; exiting without cleanup\n");
       _exit(1);
     }
-    again = AdmitAndReport("reconnect:", totals, fleet, agg, /*batches=*/true, n_series);
+    again = AdmitAndReport("reconnect:", totals, fleet, driver, agg, /*batches=*/true, n_series);
   }
   const int64_t failed = totals.failed.load();
   const std::string failures = totals.FailureSummary();
@@ -420,8 +427,9 @@ int RunIdle() {
   for (int a = 0; a < n; ++a) {
     fleet.agents.push_back(std::make_unique<SimAgent>(a, &shape, /*batches=*/false));
   }
+  Driver driver(absl::GetFlag(FLAGS_pacers) > 0 ? absl::GetFlag(FLAGS_pacers) : 1);
   const AdmissionResult r =
-      AdmitAndReport("admission:", totals, fleet, agg, /*batches=*/false, n_series);
+      AdmitAndReport("admission:", totals, fleet, driver, agg, /*batches=*/false, n_series);
   if (r.admitted < n) {
     std::printf("  streams failed: %lld (%s)\n", static_cast<long long>(totals.failed.load()),
                 totals.FailureSummary().c_str());

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "bench/port_series.h"
 #include "daemon/common/protocol.h"
@@ -19,7 +20,6 @@ namespace ringside::bench {
 namespace {
 
 constexpr char kStreamMethod[] = "/ringside.v1.Ingest/Stream";
-constexpr absl::Duration kTick = absl::Milliseconds(1);
 
 // xorshift64: cheap per-agent randomness for counters' starting values and traffic.
 uint64_t Next(uint64_t& s) {
@@ -164,121 +164,150 @@ AgentStream::AgentStream(LoadTotals* totals, SimAgent* agent, bool batches,
   acked_ = resend_from_seq > 0 ? resend_from_seq - 1 : 0;
 }
 
-void AgentStream::Open(grpc::GenericStub* stub) {
-  stub->PrepareBidiStreamingCall(&ctx_, kStreamMethod, grpc::StubOptions(), this);
-  writing_ = true;
-  what_ = kHello;
-  StartWrite(&hello_);
-  StartRead(&in_);
-  StartCall();
+void AgentStream::Start(grpc::GenericStub* stub, grpc::CompletionQueue* cq) {
+  call_ = stub->PrepareCall(&ctx_, kStreamMethod, cq);
+  outstanding_ = 1;  // before StartCall: its event reaches the queue's thread after this
+  call_->StartCall(&start_tag_);
+}
+
+void AgentStream::Close() {
+  closing_ = true;
+  ctx_.TryCancel();
+}
+
+void AgentStream::OnEvent(Op op, bool ok) {
+  --outstanding_;
+  switch (op) {
+    case kStart:
+      if (!ok) {
+        Broken();
+        break;
+      }
+      Write(hello_, kHello);
+      ++outstanding_;
+      call_->Read(&in_, &read_tag_);
+      break;
+    case kWrite: {
+      writing_ = false;
+      if (!ok) break;  // the stream is ending: its read fails too
+      if (what_ == kHello) {
+        MaybeSendDefs();
+      } else if (what_ == kDefs) {
+        if (batches_) {
+          thread_local std::string scratch;
+          SendFirstBatch(&scratch);
+        } else {
+          MarkAdmitted();
+        }
+      }
+      break;
+    }
+    case kRead: {
+      if (!ok) {
+        Broken();
+        break;
+      }
+      ringside::v1::AggregatorMessage m;
+      if (!grpc::SerializationTraits<ringside::v1::AggregatorMessage>::Deserialize(&in_, &m).ok()) {
+        ctx_.TryCancel();  // counted as a failure: not closing
+      } else if (m.has_hello_ack()) {
+        hello_acked_ = true;
+        totals_->opening.fetch_sub(1);
+        totals_->Notify();
+        MaybeSendDefs();
+      } else if (m.has_ack()) {
+        const uint64_t a = m.ack().acked_seq();
+        if (a > acked_) {
+          totals_->batches_acked.fetch_add(a - acked_, std::memory_order_relaxed);
+          acked_ = a;
+        }
+        if (first_batch_written_ && a >= admit_seq_) MarkAdmitted();
+      }
+      ++outstanding_;
+      call_->Read(&in_, &read_tag_);
+      break;
+    }
+    case kFinish:
+      finished_ = true;
+      if (!hello_acked_) {
+        totals_->opening.fetch_sub(1);
+        totals_->Notify();
+      }
+      if (!closing_.load()) {
+        if (!admitted_) totals_->failed_unadmitted.fetch_add(1);
+        // The node's own name out, so that one cause counts once however many nodes it hit.
+        totals_->AddFailure(absl::StrCat(
+            CodeName(status_.error_code()), ": ",
+            absl::StrReplaceAll(status_.error_message(), {{agent_->node(), "<node>"}})));
+      }
+      break;
+  }
+  MaybeDone();
 }
 
 AgentStream::TickResult AgentStream::Tick(int64_t ts, std::string* scratch) {
-  if (done_.load(std::memory_order_relaxed) || !admitted_.load(std::memory_order_acquire)) {
-    return TickResult::kNotReady;
-  }
-  if (writing_.exchange(true)) return TickResult::kSkipped;
+  if (finishing_ || !admitted_) return TickResult::kNotReady;
+  if (writing_) return TickResult::kSkipped;
   agent_->NextBatch(ts, scratch);
-  out_ = ToByteBuffer(*scratch);
-  what_ = kBatch;
   totals_->batches_sent.fetch_add(1, std::memory_order_relaxed);
-  StartWrite(&out_);
+  Write(ToByteBuffer(*scratch), kBatch);
   return TickResult::kSent;
 }
 
-void AgentStream::Close() { ctx_.TryCancel(); }
+void AgentStream::Write(grpc::ByteBuffer buffer, What what) {
+  out_ = std::move(buffer);
+  what_ = what;
+  writing_ = true;
+  ++outstanding_;
+  call_->Write(out_, &write_tag_);
+}
 
-void AgentStream::OnWriteDone(bool ok) {
-  if (!ok) return;  // the stream is ending; OnDone follows
-  const What w = what_;
-  writing_ = false;
-  if (w == kDefs) {
+void AgentStream::MaybeSendDefs() {
+  if (!hello_acked_ || defs_sent_ || writing_ || finishing_) return;  // a write's event returns here
+  defs_sent_ = true;
+  if (agent_->shape().n == 0) {
     if (batches_) {
-      SendFirstBatch();
+      thread_local std::string scratch;
+      SendFirstBatch(&scratch);
     } else {
       MarkAdmitted();
     }
     return;
   }
-  if (w == kHello) MaybeSendDefs();
+  Write(grpc::ByteBuffer(&agent_->shape().defs, 1), kDefs);  // a reference to the shared slice
 }
 
-void AgentStream::OnReadDone(bool ok) {
-  if (!ok) return;
-  ringside::v1::AggregatorMessage m;
-  if (!grpc::SerializationTraits<ringside::v1::AggregatorMessage>::Deserialize(&in_, &m).ok()) {
-    ctx_.TryCancel();  // OnDone counts it: not closing
-    return;
-  }
-  if (m.has_hello_ack()) {
-    hello_acked_ = true;
-    totals_->opening.fetch_sub(1);
-    if (agent_->shape().n == 0) {
-      defs_sent_ = true;
-      if (batches_) {
-        SendFirstBatch();
-      } else {
-        MarkAdmitted();
-      }
-    }
-    MaybeSendDefs();
-    totals_->Notify();
-  } else if (m.has_ack()) {
-    const uint64_t a = m.ack().acked_seq();
-    if (a > acked_) {
-      totals_->batches_acked.fetch_add(a - acked_, std::memory_order_relaxed);
-      acked_ = a;
-    }
-    if (first_batch_written_.load() && a >= admit_seq_) MarkAdmitted();
-  }
-  StartRead(&in_);
+void AgentStream::SendFirstBatch(std::string* scratch) {
+  agent_->NextBatch(absl::ToUnixNanos(absl::Now()), scratch);
+  admit_seq_ = agent_->seq();
+  first_batch_written_ = true;
+  totals_->batches_sent.fetch_add(1, std::memory_order_relaxed);
+  Write(ToByteBuffer(*scratch), kBatch);
 }
 
-void AgentStream::OnDone(const grpc::Status& status) {
-  if (!hello_acked_) totals_->opening.fetch_sub(1);
-  if (!closing_.load()) {
-    if (!admitted_.load()) totals_->failed_unadmitted.fetch_add(1);
-    totals_->AddFailure(absl::StrCat(CodeName(status.error_code()), ": ", status.error_message()));
-  }
-  done_ = true;
+void AgentStream::MarkAdmitted() {
+  if (admitted_) return;
+  admitted_ = true;
+  totals_->admitted.fetch_add(1);
+  totals_->Notify();
+}
+
+void AgentStream::Broken() {
+  if (finishing_) return;
+  finishing_ = true;
+  ++outstanding_;
+  call_->Finish(&status_, &finish_tag_);
+}
+
+void AgentStream::MaybeDone() {
+  if (!finished_ || outstanding_ > 0 || done_.load(std::memory_order_relaxed)) return;
+  done_.store(true, std::memory_order_release);
   totals_->done.fetch_add(1);
   totals_->Notify();
 }
 
-void AgentStream::MaybeSendDefs() {
-  if (!hello_acked_.load() || defs_sent_.load()) return;
-  if (writing_.exchange(true)) return;  // OnWriteDone comes back here
-  if (defs_sent_.exchange(true)) {
-    writing_ = false;
-    return;
-  }
-  what_ = kDefs;
-  out_ = grpc::ByteBuffer(&agent_->shape().defs, 1);  // a reference to the shared slice
-  StartWrite(&out_);
-}
-
-void AgentStream::SendFirstBatch() {
-  // On a library thread, once per session, while no pacer runs: its own scratch buffer.
-  if (writing_.exchange(true)) return;
-  thread_local std::string scratch;
-  agent_->NextBatch(absl::ToUnixNanos(absl::Now()), &scratch);
-  admit_seq_ = agent_->seq();
-  first_batch_written_ = true;
-  out_ = ToByteBuffer(scratch);
-  what_ = kBatch;
-  totals_->batches_sent.fetch_add(1, std::memory_order_relaxed);
-  StartWrite(&out_);
-}
-
-void AgentStream::MarkAdmitted() {
-  if (!admitted_.exchange(true)) {
-    totals_->admitted.fetch_add(1);
-    totals_->Notify();
-  }
-}
-
-AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, int grpc_port, bool batches, int window,
-                      absl::Duration timeout) {
+AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, Driver& driver, int grpc_port, bool batches,
+                      int window, absl::Duration timeout) {
   const int n = static_cast<int>(fleet.agents.size());
   window = std::max(1, window);
   const absl::Time start = absl::Now();
@@ -314,7 +343,7 @@ AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, int grpc_port, bool batc
     fleet.streams.push_back(
         std::make_unique<AgentStream>(&totals, agent, batches, seq > 0 ? seq + 1 : 0));
     totals.opening.fetch_add(1);
-    fleet.streams.back()->Open(fleet.stubs.back().get());
+    fleet.streams.back()->Start(fleet.stubs.back().get(), driver.queue_for(a));
   }
   const int opened = static_cast<int>(fleet.streams.size());
   {
@@ -336,10 +365,9 @@ AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, int grpc_port, bool batc
 }
 
 bool CloseAll(LoadTotals& totals, Fleet& fleet) {
-  for (auto& s : fleet.streams) s->set_closing();
   for (auto& s : fleet.streams) s->Close();
   std::unique_lock<std::mutex> l(totals.mu);
-  // Streams that failed before are done already; every OnDone notifies.
+  // Streams that failed before are done already; every stream's end notifies.
   const bool ok = totals.cv.wait_for(l, std::chrono::seconds(60), [&] {
     return std::all_of(fleet.streams.begin(), fleet.streams.end(),
                        [](const std::unique_ptr<AgentStream>& s) { return s->done(); });
@@ -351,82 +379,117 @@ bool CloseAll(LoadTotals& totals, Fleet& fleet) {
   return true;
 }
 
-Pacer::Pacer(Fleet* fleet, LoadTotals* totals, double rate, int threads)
-    : fleet_(fleet), totals_(totals), rate_(rate) {
-  for (int t = 0; t < std::max(1, threads); ++t) threads_.push_back(std::make_unique<Thread>());
-}
-
-void Pacer::Start() {
-  start_ = absl::Now();
-  for (size_t t = 0; t < threads_.size(); ++t) {
-    Thread* th = threads_[t].get();
-    th->thread = std::thread([this, th, t] { Run(th, static_cast<int>(t)); });
+Driver::Driver(int threads) {
+  for (int t = 0; t < std::max(1, threads); ++t) workers_.push_back(std::make_unique<Worker>());
+  for (size_t t = 0; t < workers_.size(); ++t) {
+    Worker* w = workers_[t].get();
+    w->thread = std::thread([this, w, t] { Run(w, static_cast<int>(t)); });
   }
 }
 
-void Pacer::SetWindow(absl::Time start, absl::Time end) {
+Driver::~Driver() {
+  StopPacing();
+  for (auto& w : workers_) w->cq.Shutdown();
+  for (auto& w : workers_) w->thread.join();
+}
+
+void Driver::StartPacing(Fleet* fleet, LoadTotals* totals, double rate) {
+  fleet_ = fleet;
+  totals_ = totals;
+  rate_ = rate;
+  start_ = absl::Now();
+  pacers_running_ = threads();
+  pacing_.store(true, std::memory_order_release);
+}
+
+void Driver::SetWindow(absl::Time start, absl::Time end) {
   window_start_ns_ = absl::ToUnixNanos(start);
   window_end_ns_ = absl::ToUnixNanos(end);
 }
 
-void Pacer::Stop() {
-  if (stop_.exchange(true)) return;
-  for (auto& t : threads_) {
-    if (t->thread.joinable()) t->thread.join();
+void Driver::StopPacing() {
+  if (!pacing_.exchange(false)) return;
+  while (pacers_running_.load(std::memory_order_acquire) > 0) {
+    absl::SleepFor(absl::Milliseconds(1));
   }
   stopped_ = absl::Now();
 }
 
-void Pacer::Run(Thread* self, int t) {
-  const double cpu0 = ThreadCpuSeconds();
-  const int n = static_cast<int>(fleet_->streams.size());
-  const int p = static_cast<int>(threads_.size());
-  const absl::Duration period = absl::Seconds(1.0 / rate_);
+void Driver::Run(Worker* self, int t) {
+  const int p = static_cast<int>(workers_.size());
   std::string scratch;
-  for (int64_t k = 0; !stop_.load(std::memory_order_relaxed); ++k) {
-    for (int a = t; a < n && !stop_.load(std::memory_order_relaxed); a += p) {
-      const absl::Time due = start_ + period * k + period * ((a + 0.5) / n);
-      absl::Time now = absl::Now();
-      if (due > now) {
-        // Not yet due: sleep at least a tick, then send everything due by then back to back, so
-        // a thread wakes at most 1,000 times a second however many agents it carries.
-        absl::SleepFor(std::max(due - now, kTick));
-        now = absl::Now();
-      }
-      const int64_t due_ns = absl::ToUnixNanos(due);
-      const AgentStream::TickResult r = fleet_->streams[a]->Tick(due_ns, &scratch);
-      if (r == AgentStream::TickResult::kSkipped) totals_->skipped.fetch_add(1);
-      if (due_ns < window_start_ns_.load(std::memory_order_relaxed) ||
-          due_ns >= window_end_ns_.load(std::memory_order_relaxed)) {
-        continue;
-      }
-      ++self->due;
-      switch (r) {
-        case AgentStream::TickResult::kSent:
-          ++self->sent;
-          self->lag_us.push_back(std::max<int64_t>(0, absl::ToInt64Microseconds(now - due)));
+  bool was_pacing = false;
+  int n = 0;
+  int a = t;
+  int64_t k = 0;
+  absl::Duration period;
+  double cpu0 = 0;
+  for (;;) {
+    absl::Time deadline = absl::Now() + absl::Milliseconds(5);  // notices pacing's start and end
+    const bool pacing = pacing_.load(std::memory_order_acquire);
+    if (pacing && !was_pacing) {
+      was_pacing = true;
+      n = static_cast<int>(fleet_->streams.size());
+      period = absl::Seconds(1.0 / rate_);
+      a = t;
+      k = 0;
+      cpu0 = ThreadCpuSeconds();
+    } else if (!pacing && was_pacing) {
+      was_pacing = false;
+      self->cpu_s += ThreadCpuSeconds() - cpu0;
+      pacers_running_.fetch_sub(1, std::memory_order_release);
+    }
+    if (pacing && t < n) {
+      const absl::Time now = absl::Now();
+      for (;;) {
+        const absl::Time due = start_ + period * k + period * ((a + 0.5) / n);
+        if (due > now) {
+          deadline = std::min(deadline, due);
           break;
-        case AgentStream::TickResult::kSkipped:
-          ++self->skipped;
-          break;
-        case AgentStream::TickResult::kNotReady:
-          ++self->not_ready;
-          break;
+        }
+        const int64_t due_ns = absl::ToUnixNanos(due);
+        const AgentStream::TickResult r = fleet_->streams[a]->Tick(due_ns, &scratch);
+        if (r == AgentStream::TickResult::kSkipped) totals_->skipped.fetch_add(1);
+        if (due_ns >= window_start_ns_.load(std::memory_order_relaxed) &&
+            due_ns < window_end_ns_.load(std::memory_order_relaxed)) {
+          ++self->due;
+          if (r == AgentStream::TickResult::kSent) {
+            ++self->sent;
+            self->lag_us.push_back(absl::ToInt64Microseconds(now - due));
+          } else if (r == AgentStream::TickResult::kSkipped) {
+            ++self->skipped;
+          } else {
+            ++self->not_ready;
+          }
+        }
+        a += p;
+        if (a >= n) {
+          a = t;
+          ++k;
+        }
       }
     }
+    void* tag = nullptr;
+    bool ok = false;
+    const grpc::CompletionQueue::NextStatus st =
+        self->cq.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
+    if (st == grpc::CompletionQueue::SHUTDOWN) break;
+    if (st == grpc::CompletionQueue::GOT_EVENT) {
+      AgentStream::Tag* tg = static_cast<AgentStream::Tag*>(tag);
+      tg->stream->OnEvent(tg->op, ok);
+    }
   }
-  self->cpu_s = ThreadCpuSeconds() - cpu0;
 }
 
-Pacer::Stats Pacer::stats() const {
+Driver::Stats Driver::stats() const {
   Stats s;
-  for (const auto& t : threads_) {
-    s.due += t->due;
-    s.sent += t->sent;
-    s.skipped += t->skipped;
-    s.not_ready += t->not_ready;
-    s.lag_us.insert(s.lag_us.end(), t->lag_us.begin(), t->lag_us.end());
-    s.thread_cpu_s += t->cpu_s;
+  for (const auto& w : workers_) {
+    s.due += w->due;
+    s.sent += w->sent;
+    s.skipped += w->skipped;
+    s.not_ready += w->not_ready;
+    s.lag_us.insert(s.lag_us.end(), w->lag_us.begin(), w->lag_us.end());
+    s.thread_cpu_s += w->cpu_s;
   }
   std::sort(s.lag_us.begin(), s.lag_us.end());
   s.run_s = absl::ToDoubleSeconds(stopped_ - start_);

@@ -1,8 +1,9 @@
 // The load generator of ringside-shard-capacity-bench (issues #14, #26): simulated agents, each its
-// own gRPC connection and Ingest.Stream carried by gRPC's generic callback client (raw bytes, so
-// the definitions are serialized once for every agent and each batch is written straight from
-// its values by SampleBatchEncoder), their admission (Hello, HelloAck, SeriesDefs, first batch
-// acked) and the pacing threads that send one batch per agent per interval.
+// own gRPC connection and Ingest.Stream on gRPC's generic asynchronous client (raw bytes, so the
+// definitions are serialized once for every agent and each batch is written straight from its
+// values by SampleBatchEncoder), their admission (Hello, HelloAck, SeriesDefs, first batch
+// acked), and the driver threads that both poll the streams' completion queues and send one
+// batch per agent per interval, so no event is handed from one thread to another.
 #ifndef RINGSIDE_BENCH_SHARD_LOAD_H_
 #define RINGSIDE_BENCH_SHARD_LOAD_H_
 
@@ -20,7 +21,7 @@
 #include "bench/sample_batch_encoder.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/client_callback.h"
+#include "grpcpp/completion_queue.h"
 
 namespace ringside::bench {
 
@@ -79,46 +80,63 @@ class SimAgent {
   std::atomic<uint64_t> seq_{0};
 };
 
-// One stream session of one agent. Paced: Hello, then SeriesDefs once acknowledged, then at once
-// one batch (admission ends when it is acked), then the pacer's batches. Idle: Hello and
+class Driver;
+
+// One stream session of one agent, on the completion queue of one Driver thread: every event of
+// it and every Tick run on that thread. Paced: Hello, then SeriesDefs once acknowledged, then at
+// once one batch (admission ends when it is acked), then the pacer's batches. Idle: Hello and
 // definitions only (admitted once they are written).
-class AgentStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class AgentStream {
  public:
   enum class TickResult { kSent, kSkipped, kNotReady };
+  enum Op { kStart, kWrite, kRead, kFinish };
+  struct Tag {
+    AgentStream* stream;
+    Op op;
+  };
 
   AgentStream(LoadTotals* totals, SimAgent* agent, bool batches, uint64_t resend_from_seq);
-  void Open(grpc::GenericStub* stub);
-  // The sampling cycle at `ts` (from a pacing thread), `scratch` the thread's encoding buffer.
+  // From any thread: prepares and starts the call on `cq`.
+  void Start(grpc::GenericStub* stub, grpc::CompletionQueue* cq);
+  // On the queue's thread.
+  void OnEvent(Op op, bool ok);
   TickResult Tick(int64_t ts, std::string* scratch);
-  void Close();  // TryCancel after set_closing(): not a failure
-  void set_closing() { closing_ = true; }
-  bool done() const { return done_.load(); }
-
-  void OnWriteDone(bool ok) override;
-  void OnReadDone(bool ok) override;
-  void OnDone(const grpc::Status& status) override;
+  // From any thread: ends the stream without counting a failure.
+  void Close();
+  bool done() const { return done_.load(std::memory_order_acquire); }
 
  private:
   enum What { kHello, kDefs, kBatch };
+  void Write(grpc::ByteBuffer buffer, What what);
   void MaybeSendDefs();
-  void SendFirstBatch();
+  void SendFirstBatch(std::string* scratch);
   void MarkAdmitted();
+  void Broken();  // a failed op: ask for the status once
+  void MaybeDone();
 
   LoadTotals* const totals_;
   SimAgent* const agent_;
   const bool batches_;
   grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  Tag start_tag_{this, kStart}, write_tag_{this, kWrite}, read_tag_{this, kRead},
+      finish_tag_{this, kFinish};
   grpc::ByteBuffer hello_;
   grpc::ByteBuffer out_;
   grpc::ByteBuffer in_;
-  uint64_t acked_ = 0;          // reads are serialized by the library
-  uint64_t admit_seq_ = 0;      // the first batch's seq, set before it is written
-  What what_ = kHello;          // written before each StartWrite, read in its OnWriteDone
-  std::atomic<bool> writing_{false};
-  std::atomic<bool> hello_acked_{false};
-  std::atomic<bool> defs_sent_{false};
-  std::atomic<bool> first_batch_written_{false};
-  std::atomic<bool> admitted_{false};
+  grpc::Status status_;
+  // The queue's thread only:
+  int outstanding_ = 0;  // ops started and not yet returned
+  bool writing_ = false;
+  bool hello_acked_ = false;
+  bool defs_sent_ = false;
+  bool first_batch_written_ = false;
+  bool admitted_ = false;
+  bool finishing_ = false;
+  bool finished_ = false;
+  What what_ = kHello;
+  uint64_t acked_ = 0;
+  uint64_t admit_seq_ = 0;
   std::atomic<bool> closing_{false};
   std::atomic<bool> done_{false};
 };
@@ -127,7 +145,7 @@ class AgentStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
 struct Fleet {
   std::vector<std::unique_ptr<SimAgent>> agents;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
-  std::vector<std::unique_ptr<AgentStream>> streams;
+  std::vector<std::unique_ptr<AgentStream>> streams;  // streams[a] is agents[a]'s
 };
 
 struct AdmissionResult {
@@ -137,57 +155,65 @@ struct AdmissionResult {
   bool timed_out = false;
 };
 
-// Opens a stream for every agent of `fleet`, which has none open (new connections; `window` Hellos unacknowledged at a
-// time) and waits until each is admitted or failed, or `timeout`. A stream that fails does not
-// stop the others.
-AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, int grpc_port, bool batches, int window,
-                      absl::Duration timeout);
-// Closes every stream (not a failure) and waits for them to end (60 s); false when some did not.
-// Drops the streams and connections; the agents stay.
-bool CloseAll(LoadTotals& totals, Fleet& fleet);
-
-// The pacing threads: agent a of n samples at start + k / rate + (a + 0.5) / (n * rate); thread t
-// of P carries agents t, t + P, ... A thread sleeps until its next batch is due but at least 1 ms,
-// then sends every batch due by then (never early); a batch's lag behind schedule (up to the 1 ms
-// tick when the thread keeps up) is recorded for batches due in the measured window.
-class Pacer {
+// The load generator's threads, each with its own completion queue: thread t carries agents t,
+// t + P, ... of a fleet, handles every event of their streams and, once pacing, sends their
+// batches: agent a of n samples at start + k / rate + (a + 0.5) / (n * rate). A thread waits on
+// its queue until its next batch is due, then sends every batch due by then (never early); a
+// batch's lag behind schedule is recorded for batches due in the measured window.
+class Driver {
  public:
-  Pacer(Fleet* fleet, LoadTotals* totals, double rate, int threads);
-  ~Pacer() { Stop(); }
-  void Start();
+  explicit Driver(int threads);
+  ~Driver();
+  int threads() const { return static_cast<int>(workers_.size()); }
+  grpc::CompletionQueue* queue_for(int agent) {
+    return &workers_[agent % workers_.size()]->cq;
+  }
+  void StartPacing(Fleet* fleet, LoadTotals* totals, double rate);
   void SetWindow(absl::Time start, absl::Time end);  // which due times are recorded
-  void Stop();                                       // joins the threads
+  void StopPacing();                                 // waits until no thread sends
 
   struct Stats {
-    uint64_t due = 0;      // batches due in the window
-    uint64_t sent = 0;     // of them sent
-    uint64_t skipped = 0;  // not sent: the agent's previous write in flight
+    uint64_t due = 0;        // batches due in the window
+    uint64_t sent = 0;       // of them sent
+    uint64_t skipped = 0;    // not sent: the agent's previous write in flight
     uint64_t not_ready = 0;  // not sent: the agent's stream had ended
     std::vector<int64_t> lag_us;  // of every sent batch, sorted
-    double thread_cpu_s = 0;      // all pacing threads, over their run
+    double thread_cpu_s = 0;      // all driver threads while pacing
     double run_s = 0;
   };
-  Stats stats() const;  // after Stop()
+  Stats stats() const;  // after StopPacing()
 
  private:
-  struct Thread {
+  struct Worker {
+    grpc::CompletionQueue cq;
     std::thread thread;
     uint64_t due = 0, sent = 0, skipped = 0, not_ready = 0;
     std::vector<int64_t> lag_us;
     double cpu_s = 0;
+    std::atomic<bool> pacing_ack{false};
   };
-  void Run(Thread* self, int t);
+  void Run(Worker* self, int t);
 
-  Fleet* const fleet_;
-  LoadTotals* const totals_;
-  const double rate_;
-  std::vector<std::unique_ptr<Thread>> threads_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> window_start_ns_{INT64_MAX};
-  std::atomic<int64_t> window_end_ns_{INT64_MIN};
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> pacing_{false};
+  std::atomic<int> pacers_running_{0};
+  Fleet* fleet_ = nullptr;
+  LoadTotals* totals_ = nullptr;
+  double rate_ = 1;
   absl::Time start_;
   absl::Time stopped_;
+  std::atomic<int64_t> window_start_ns_{INT64_MAX};
+  std::atomic<int64_t> window_end_ns_{INT64_MIN};
 };
+
+// Opens a stream for every agent of `fleet`, which has none open (new connections; `window`
+// Hellos unacknowledged at a time) and waits until each is admitted or failed, or `timeout`. A
+// stream that fails does not stop the others.
+AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, Driver& driver, int grpc_port, bool batches,
+                      int window, absl::Duration timeout);
+// Closes every stream (not a failure) and waits for them to end (60 s); false when some did not.
+// Drops the streams and connections; the agents stay.
+bool CloseAll(LoadTotals& totals, Fleet& fleet);
 
 }  // namespace ringside::bench
 

@@ -2,7 +2,11 @@
 // reported with its admission, lag and reconnect figures and exits 0; a run whose load generator
 // cannot offer the rate asked for says "NOT A VALID RUN" and exits 1 instead of printing a rate it
 // did not offer.
+#include <sys/stat.h>
+
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -51,6 +55,27 @@ TEST_F(ShardCapacityBenchTest, RateNotOfferedIsRefused) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("NOT A VALID RUN: offered "));
   EXPECT_THAT(r.out, HasSubstr("of 2.400 M samples/s"));
+}
+
+TEST_F(ShardCapacityBenchTest, FailedStreamsAreCountedByStatus) {
+  // The aggregator admits 4 nodes (its last --max-nodes wins over the bench's); the other 4
+  // streams are refused with one status, printed once with its count.
+  const std::string dir = ::testing::TempDir();
+  const std::string wrapper = absl::StrCat(dir, "/aggregator_max4.sh");
+  {
+    std::ofstream out(wrapper);
+    out << "#!/bin/sh\nexec " << testing::BinaryPath("daemon/ringside-aggregator")
+        << " \"$@\" --max-nodes=4\n";
+  }
+  ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
+  std::vector<std::string> argv = {testing::BinaryPath("bench/ringside-shard-capacity-bench"),
+                                   absl::StrCat("--aggregator=", wrapper), "--agents=8",
+                                   "--series=60", "--rate=4", "--warmup=1s", "--duration=1s"};
+  const testing::RunResult r = testing::Run(argv, "", absl::Seconds(90));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("admission:  4 of 8 streams admitted"));
+  EXPECT_THAT(r.out, HasSubstr("NOT A VALID RUN: 4 of 8 streams admitted; streams failed: 4 (4 x "
+                               "RESOURCE_EXHAUSTED: node <node> refused: node limit reached"));
 }
 
 }  // namespace
