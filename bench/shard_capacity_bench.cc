@@ -217,8 +217,8 @@ int RunPaced() {
   const SeriesShape shape(n_series);
   const double target = 1.0 * n_agents * n_series * rate;
   std::printf("ringside-shard-capacity-bench (issues #14, #26): paced, detectors %s, %d driver "
-              "threads\n",
-              detect ? "on" : "off", pacers);
+              "thread%s\n",
+              detect ? "on" : "off", pacers, pacers == 1 ? "" : "s");
   std::printf("  %d agents x %d series at %g Hz = %.0f series, %.3f M samples/s to offer\n",
               n_agents, n_series, rate, 1.0 * n_agents * n_series, target / 1e6);
   std::printf("  per agent: %d of %d series hold their value (idle counters and states)\n",
