@@ -398,8 +398,7 @@ void Driver::StartPacing(Fleet* fleet, LoadTotals* totals, double rate) {
   totals_ = totals;
   rate_ = rate;
   start_ = absl::Now();
-  pacers_running_ = threads();
-  pacing_.store(true, std::memory_order_release);
+  pacing_.store(true);
 }
 
 void Driver::SetWindow(absl::Time start, absl::Time end) {
@@ -409,8 +408,11 @@ void Driver::SetWindow(absl::Time start, absl::Time end) {
 
 void Driver::StopPacing() {
   if (!pacing_.exchange(false)) return;
-  while (pacers_running_.load(std::memory_order_acquire) > 0) {
-    absl::SleepFor(absl::Milliseconds(1));
+  // A thread that begins an iteration after this sees pacing off; once it has begun a second
+  // one, the first (which stops pacing and adds up its CPU) is over and no Tick runs.
+  for (auto& w : workers_) {
+    const uint64_t l0 = w->loops.load();
+    while (w->loops.load() < l0 + 2) absl::SleepFor(absl::Milliseconds(1));
   }
   stopped_ = absl::Now();
 }
@@ -425,8 +427,9 @@ void Driver::Run(Worker* self, int t) {
   absl::Duration period;
   double cpu0 = 0;
   for (;;) {
+    self->loops.fetch_add(1);
     absl::Time deadline = absl::Now() + absl::Milliseconds(5);  // notices pacing's start and end
-    const bool pacing = pacing_.load(std::memory_order_acquire);
+    const bool pacing = pacing_.load();
     if (pacing && !was_pacing) {
       was_pacing = true;
       n = static_cast<int>(fleet_->streams.size());
@@ -437,7 +440,6 @@ void Driver::Run(Worker* self, int t) {
     } else if (!pacing && was_pacing) {
       was_pacing = false;
       self->cpu_s += ThreadCpuSeconds() - cpu0;
-      pacers_running_.fetch_sub(1, std::memory_order_release);
     }
     if (pacing && t < n) {
       const absl::Time now = absl::Now();

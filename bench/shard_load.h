@@ -190,13 +190,12 @@ class Driver {
     uint64_t due = 0, sent = 0, skipped = 0, not_ready = 0;
     std::vector<int64_t> lag_us;
     double cpu_s = 0;
-    std::atomic<bool> pacing_ack{false};
+    std::atomic<uint64_t> loops{0};  // iterations begun: StopPacing waits for two more
   };
   void Run(Worker* self, int t);
 
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> pacing_{false};
-  std::atomic<int> pacers_running_{0};
   Fleet* fleet_ = nullptr;
   LoadTotals* totals_ = nullptr;
   double rate_ = 1;
