@@ -334,6 +334,7 @@ AdmissionResult Admit(LoadTotals& totals, Fleet& fleet, Driver& driver, int grpc
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);  // as the agent (daemon/agent/uploader.cc)
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
     auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", grpc_port),
                                              grpc::InsecureChannelCredentials(), args);

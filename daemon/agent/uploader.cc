@@ -65,6 +65,9 @@ absl::StatusOr<std::unique_ptr<Uploader>> Uploader::Create(UploaderOptions optio
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Millis(options.keepalive_timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // No HTTP/2 BDP probing (the aggregator has none either): a batch a second needs no window
+  // tuning, and each probe is a PING round trip that wakes both sides.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, Millis(options.backoff.initial));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, Millis(options.backoff.max));
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // the uploader resends by itself
