@@ -48,18 +48,14 @@ const PortRateTracker::Tracked& PortRateTracker::TrackedOf(const analysis::Obser
   return *t;
 }
 
-uint32_t PortRateTracker::EntryByKey(absl::string_view node, const analysis::ObservedSample& s,
+uint32_t PortRateTracker::EntryByKey(uint32_t node, const analysis::ObservedSample& s,
                                      const Tracked& tr) {
-  key_.clear();
-  key_.append(node.data(), node.size());
-  key_.push_back('\0');
-  key_.append(s.device.data(), s.device.size());
-  key_.push_back('\0');
-  key_.append(s.port.data(), s.port.size());
-  key_.push_back('\0');
-  key_.append(reinterpret_cast<const char*>(&tr.priority), sizeof(tr.priority));
-  key_.push_back(static_cast<char>(tr.signal));
-  auto [it, fresh] = by_key_.try_emplace(key_, 0);
+  auto [place_it, fresh_place] = place_index_.try_emplace(
+      std::make_pair(std::string(s.device), std::string(s.port)),
+      static_cast<uint32_t>(places_.size()));
+  if (fresh_place) places_.push_back(place_it->first);
+  const EntryKey key{node, place_it->second, tr.priority, tr.signal};
+  auto [it, fresh] = by_key_.try_emplace(key, 0);
   if (!fresh) return it->second;
   uint32_t index;
   if (!free_.empty()) {
@@ -71,18 +67,17 @@ uint32_t PortRateTracker::EntryByKey(absl::string_view node, const analysis::Obs
   }
   Entry& e = entries_[index];
   ++e.serial;
-  e.key = key_;
-  e.names.node = std::string(node);
-  e.names.device = std::string(s.device);
-  e.names.port = std::string(s.port);
-  e.names.priority = tr.priority;
-  e.names.signal = tr.signal;
+  e.node = key.node;
+  e.place = key.place;
+  e.priority = static_cast<int16_t>(key.priority);
+  e.signal = key.signal;
+  e.live = true;
   it->second = index;
   ++live_;
   return index;
 }
 
-uint32_t PortRateTracker::EntryOf(NodeLinks* node_links, absl::string_view node,
+uint32_t PortRateTracker::EntryOf(NodeLinks* node_links, uint32_t node,
                                   const analysis::ObservedSample& s, const Tracked& tr) {
   if (s.identity_generation == 0) return EntryByKey(node, s, tr);
   std::vector<Link>& links = node_links->links;
@@ -115,11 +110,9 @@ uint32_t PortRateTracker::EntryOf(NodeLinks* node_links, absl::string_view node,
 
 void PortRateTracker::Forget(uint32_t index) {
   Entry& e = entries_[index];
-  by_key_.erase(e.key);
-  e.key.clear();
-  e.key.shrink_to_fit();
-  e.names = PortSignalValue{};
-  ++e.serial;  // every slot link to it misses from now on
+  by_key_.erase(EntryKey{e.node, e.place, e.priority, e.signal});
+  e.live = false;
+  ++e.serial;  // every link to it misses from now on
   free_.push_back(index);
   --live_;
 }
@@ -130,9 +123,14 @@ void PortRateTracker::Observe(absl::string_view node,
   absl::MutexLock lock(&mu_);
   auto [node_it, fresh_node] =
       node_index_.try_emplace(node, static_cast<uint32_t>(links_.size()));
-  if (fresh_node) links_.emplace_back();
-  NodeLinks* node_links = &links_[node_it->second];
+  if (fresh_node) {
+    links_.emplace_back();
+    node_names_.emplace_back(node);
+  }
+  const uint32_t node_number = node_it->second;
+  NodeLinks* node_links = &links_[node_number];
   node_links->cursor = 0;
+  const int64_t now_ns = absl::ToUnixNanos(now);
   for (const analysis::ObservedSample& s : samples) {
     if (s.kind != analysis::SeriesKind::kCounter) continue;
     // Only steps whose delta is the real increase over a known interval give a rate.
@@ -147,10 +145,10 @@ void PortRateTracker::Observe(absl::string_view node,
     if (tr.signal == PortSignal::kRxPausedRatio || tr.signal == PortSignal::kTxPausedRatio) {
       value = std::clamp(value * 1e-6, 0.0, 1.0);  // µs paused per second → fraction of time
     }
-    Entry& e = entries_[EntryOf(node_links, node, s, tr)];
+    Entry& e = entries_[EntryOf(node_links, node_number, s, tr)];
     e.value = value;
     e.time_ns = s.time_ns;
-    e.updated = now;
+    e.updated_ns = now_ns;
   }
 }
 
@@ -158,16 +156,24 @@ std::vector<PortSignalValue> PortRateTracker::Snapshot(absl::Time now) {
   std::vector<PortSignalValue> out;
   absl::MutexLock lock(&mu_);
   out.reserve(live_);
+  const int64_t stale_ns = absl::ToInt64Nanoseconds(stale_after_);
+  const int64_t now_ns = absl::ToUnixNanos(now);
   for (uint32_t i = 0; i < entries_.size(); ++i) {
-    Entry& e = entries_[i];
-    if (e.key.empty()) continue;  // free
-    if (now - e.updated > stale_after_) {
+    const Entry& e = entries_[i];
+    if (!e.live) continue;
+    if (now_ns - e.updated_ns > stale_ns) {
       Forget(i);
       continue;
     }
-    out.push_back(e.names);
-    out.back().value = e.value;
-    out.back().time = absl::FromUnixNanos(e.time_ns);
+    PortSignalValue v;
+    v.node = node_names_[e.node];
+    v.device = places_[e.place].first;
+    v.port = places_[e.place].second;
+    v.priority = e.priority;
+    v.signal = e.signal;
+    v.value = e.value;
+    v.time = absl::FromUnixNanos(e.time_ns);
+    out.push_back(std::move(v));
   }
   return out;
 }

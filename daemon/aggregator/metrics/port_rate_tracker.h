@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -63,14 +64,30 @@ class PortRateTracker {
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // The fields a step writes first (one cache line), the names after.
+  // 40 bytes: names are indexes (node_names_, places_), shared by every entry that has them.
   struct Entry {
     uint32_t serial = 0;  // bumped each time the entry is reused: older links miss
+    uint32_t node = 0;    // node_names_
+    uint32_t place = 0;   // places_: device and port
+    int16_t priority = -1;
+    PortSignal signal = PortSignal::kRxPausedRatio;
+    bool live = false;
     double value = 0;
-    int64_t time_ns = 0;  // of the step (the agent's clock)
-    absl::Time updated;   // aggregator clock
-    PortSignalValue names;  // node, device, port, priority, signal (value and time unused)
-    std::string key;        // in by_key_; empty: a free entry
+    int64_t time_ns = 0;     // of the step (the agent's clock)
+    int64_t updated_ns = 0;  // the aggregator's clock when it came
+  };
+  struct EntryKey {
+    uint32_t node = 0;
+    uint32_t place = 0;
+    int32_t priority = -1;
+    PortSignal signal = PortSignal::kRxPausedRatio;
+    bool operator==(const EntryKey& o) const {
+      return node == o.node && place == o.place && priority == o.priority && signal == o.signal;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const EntryKey& k) {
+      return H::combine(std::move(h), k.node, k.place, k.priority, static_cast<uint8_t>(k.signal));
+    }
   };
   // A tracked series of one node → its entry, with the series identity that made the link (a slot
   // that now holds another series does not update the old entry). A node's links are sorted by
@@ -96,11 +113,10 @@ class PortRateTracker {
   };
   const Tracked& TrackedOf(const analysis::ObservedSample& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The entry `s` updates: by its link when linked before, else by key (created if new).
-  uint32_t EntryByKey(absl::string_view node, const analysis::ObservedSample& s, const Tracked& tr)
+  uint32_t EntryByKey(uint32_t node, const analysis::ObservedSample& s, const Tracked& tr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint32_t EntryOf(NodeLinks* node_links, absl::string_view node,
-                   const analysis::ObservedSample& s, const Tracked& tr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t EntryOf(NodeLinks* node_links, uint32_t node, const analysis::ObservedSample& s,
+                   const Tracked& tr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(uint32_t entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration stale_after_;
@@ -108,12 +124,15 @@ class PortRateTracker {
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);  // indexes of free entries
   size_t live_ ABSL_GUARDED_BY(mu_) = 0;
-  // node \0 device \0 port \0 priority signal → entry (built in key_ without allocating):
-  // consulted only when a series is first linked to its entry.
-  absl::flat_hash_map<std::string, uint32_t> by_key_ ABSL_GUARDED_BY(mu_);
-  std::string key_ ABSL_GUARDED_BY(mu_);
+  // (node, place, priority, signal) → entry: consulted only when a series is first linked.
+  absl::flat_hash_map<EntryKey, uint32_t> by_key_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint32_t> node_index_ ABSL_GUARDED_BY(mu_);
-  std::vector<NodeLinks> links_ ABSL_GUARDED_BY(mu_);  // by node index
+  std::vector<std::string> node_names_ ABSL_GUARDED_BY(mu_);  // by node index
+  std::vector<NodeLinks> links_ ABSL_GUARDED_BY(mu_);        // by node index
+  // (device, port) → place: the same few names on every node.
+  absl::flat_hash_map<std::pair<std::string, std::string>, uint32_t> place_index_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> places_ ABSL_GUARDED_BY(mu_);
   std::vector<Tracked> by_identity_ ABSL_GUARDED_BY(mu_);
   Tracked scratch_ ABSL_GUARDED_BY(mu_);
 };
