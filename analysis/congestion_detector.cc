@@ -164,6 +164,12 @@ void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
 }
 
 void CongestionDetector::Advance(absl::Time now, std::vector<Finding>& out) {
+  // Only staleness depends on time alone: a pass over every port's record once per sweep
+  // interval (clamp(stale_after / 30, 1 s, 10 s)), not every call; also when the clock went back.
+  const absl::Duration interval =
+      std::clamp(options_.stale_after / 30, absl::Seconds(1), absl::Seconds(10));
+  if (now < next_sweep_ && next_sweep_ - now <= interval) return;
+  next_sweep_ = now + interval;
   for (auto it = ports_.begin(); it != ports_.end();) {
     Port& p = *it->second;
     if (p.last_input + options_.stale_after <= now) {

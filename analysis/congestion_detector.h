@@ -43,6 +43,8 @@ class CongestionDetector {
   ~CongestionDetector();
 
   void ObserveCounter(const CounterStep& step, std::vector<Finding>& out);
+  // Resolves and forgets ports silent for stale_after, found once per sweep interval
+  // (clamp(stale_after / 30, 1 s, 10 s)).
   void Advance(absl::Time now, std::vector<Finding>& out);
   bool Restore(const Finding& open);
 
@@ -61,6 +63,7 @@ class CongestionDetector {
   absl::flat_hash_map<std::string, std::unique_ptr<Port>> ports_;
   std::string key_;
   LastPort<Port> last_;
+  absl::Time next_sweep_ = absl::InfinitePast();  // of the stale ports (Advance)
 };
 
 }  // namespace ringside::analysis

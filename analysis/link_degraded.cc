@@ -50,6 +50,7 @@ void LinkDetector::Breach(Link& l, absl::Time t, Severity sev, const std::string
   if (!open && !worse && !new_rule) return;
   if (open) {
     l.degraded_open = true;
+    Attend(l);
     l.degraded_rule = rule;
     l.degraded_severity = sev;
   } else {

@@ -108,6 +108,7 @@ void LinkDetector::Transition(Link& l, LinkState to, absl::Time lo, absl::Time h
   if (claimed == nullptr) {
     l.downs.push_back(Down{lo, hi, at, absl::InfinitePast(), 0, Down::kOpen});
     claimed = &l.downs.back();
+    Attend(l);
   }
   claimed->witnesses |= witness;
   claimed->status = Down::kOpen;
@@ -161,6 +162,7 @@ void LinkDetector::ObserveDowns(Link& l, uint32_t n, absl::Time lo, absl::Time h
     if (confirmed) d.up_at = hi;
     l.downs.push_back(d);
   }
+  if (keep > 0) Attend(l);
   l.last_transition = std::max(l.last_transition, hi);
   if (confirmed) CompleteCycles(l, now, out);
 }
@@ -189,6 +191,7 @@ void LinkDetector::CompleteCycles(Link& l, absl::Time now, std::vector<Finding>&
   const int cycles = CompletedInWindow(l, now);
   if (!l.flapping_open && cycles >= options_.flap_cycles) {
     l.flapping_open = true;
+    Attend(l);
     l.flapping_reported_cycles = cycles;
     int via_counters = 0, via_events = 0;
     for (Down& d : l.downs) {
@@ -392,6 +395,7 @@ void LinkDetector::ObserveEvent(const LinkEvent& e, std::vector<Finding>& out) {
     Down d{lo, hi, e.time, l.state_time, witness, Down::kCompleted};
     d.seen = true;  // an event: its own link_down time has passed, count it toward flapping only
     l.downs.push_back(d);
+    Attend(l);
     std::sort(l.downs.begin(), l.downs.end(),
               [](const Down& a, const Down& b) { return a.at < b.at; });
     l.last_transition = std::max(l.last_transition, e.time);
@@ -412,36 +416,73 @@ void LinkDetector::ObserveEvent(const LinkEvent& e, std::vector<Finding>& out) {
 
 // --- time, restore ----------------------------------------------------------------------------
 
+absl::Duration LinkDetector::sweep_interval() const {
+  return std::clamp(options_.stale_after / 30, absl::Seconds(1), absl::Seconds(10));
+}
+
+bool LinkDetector::NeedsAttention(const Link& l) {
+  if (l.flapping_open || l.degraded_open) return true;
+  for (const Down& d : l.downs) {
+    if (d.status == Down::kPending) return true;
+  }
+  return false;
+}
+
+bool LinkDetector::AdvanceLink(Link& l, absl::Time now, bool sweep, std::vector<Finding>& out) {
+  bool pending = false;
+  for (Down& d : l.downs) {
+    if (d.status == Down::kPending && d.hi + options_.state_stale_after <= now) {
+      d.status = Down::kCompleted;  // no state sample came to place it: a whole cycle
+      d.up_at = d.hi;
+      pending = true;
+    }
+  }
+  if (pending) CompleteCycles(l, now, out);
+  CheckQuiet(l, now, out);
+  CheckClean(l, now, out);
+  if (sweep && l.last_input + options_.stale_after <= now) {
+    auto stale = [&](IncidentKind kind) {
+      Finding f = Make(l, kind, now, false);
+      f.evidence["stale"] = 1;
+      f.summary = absl::StrCat(l.id.Describe(), " on ", l.node, " has not been observed for ",
+                               absl::FormatDuration(options_.stale_after));
+      out.push_back(std::move(f));
+    };
+    if (l.down_open) stale(IncidentKind::kLinkDown);
+    if (l.flapping_open) stale(IncidentKind::kLinkFlapping);
+    if (l.degraded_open) stale(IncidentKind::kLinkDegraded);
+    return false;
+  }
+  return true;
+}
+
 void LinkDetector::Advance(absl::Time now, std::vector<Finding>& out) {
-  for (auto it = links_.begin(); it != links_.end();) {
-    Link& l = *it->second;
-    bool pending = false;
-    for (Down& d : l.downs) {
-      if (d.status == Down::kPending && d.hi + options_.state_stale_after <= now) {
-        d.status = Down::kCompleted;  // no state sample came to place it: a whole cycle
-        d.up_at = d.hi;
-        pending = true;
+  const absl::Duration interval = sweep_interval();
+  // A sweep when due, and when the clock went back by more than an interval.
+  if (now >= next_sweep_ || next_sweep_ - now > interval) {
+    next_sweep_ = now + interval;
+    for (auto it = links_.begin(); it != links_.end();) {
+      Link& l = *it->second;
+      if (!AdvanceLink(l, now, /*sweep=*/true, out)) {
+        attention_.erase(&l);
+        last_.Clear();
+        links_.erase(it++);
+        continue;
       }
+      if (NeedsAttention(l)) {
+        attention_.insert(&l);
+      } else {
+        attention_.erase(&l);
+      }
+      ++it;
     }
-    if (pending) CompleteCycles(l, now, out);
-    CheckQuiet(l, now, out);
-    CheckClean(l, now, out);
-    if (l.last_input + options_.stale_after <= now) {
-      auto stale = [&](IncidentKind kind) {
-        Finding f = Make(l, kind, now, false);
-        f.evidence["stale"] = 1;
-        f.summary = absl::StrCat(l.id.Describe(), " on ", l.node, " has not been observed for ",
-                                 absl::FormatDuration(options_.stale_after));
-        out.push_back(std::move(f));
-      };
-      if (l.down_open) stale(IncidentKind::kLinkDown);
-      if (l.flapping_open) stale(IncidentKind::kLinkFlapping);
-      if (l.degraded_open) stale(IncidentKind::kLinkDegraded);
-      last_.Clear();
-      links_.erase(it++);
-      continue;
-    }
-    ++it;
+    return;
+  }
+  if (attention_.empty()) return;
+  std::vector<Link*> visit(attention_.begin(), attention_.end());
+  for (Link* l : visit) {
+    AdvanceLink(*l, now, /*sweep=*/false, out);
+    if (!NeedsAttention(*l)) attention_.erase(l);
   }
 }
 
@@ -468,6 +509,7 @@ bool LinkDetector::Restore(const Finding& open) {
   }
   l->last_input = std::max(l->last_input, open.at);
   l->entity = open.entity;  // resolve under the very key the incident was opened with
+  Attend(*l);
   switch (open.kind) {
     case IncidentKind::kLinkDown:
       l->was_up = true;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
 #include "analysis/last_port.h"
@@ -112,8 +113,14 @@ class LinkDetector {
   void ObserveCounter(const CounterStep& step, std::vector<Finding>& out);
   void ObserveState(const StateSample& sample, std::vector<Finding>& out);
   void ObserveEvent(const LinkEvent& event, std::vector<Finding>& out);
-  // Time-based resolutions (flapping quiet, stale links) and pending counter-only downs.
+  // Time-based resolutions (flapping quiet, clean degraded links, stale links) and pending
+  // counter-only downs. Each call visits the links with something open or pending (kept in a set
+  // as it happens); every link, for staleness, only once per sweep_interval() — a pass over
+  // every link's record each second cost 8 % of an aggregator's CPU at 4,096 nodes
+  // (docs/scale.md), and staleness is measured in minutes.
   void Advance(absl::Time now, std::vector<Finding>& out);
+  // clamp(stale_after / 30, 1 s, 10 s): how late a stale link may resolve.
+  absl::Duration sweep_interval() const;
 
   // After a restart: takes over an open incident of a kind this detector raises (as a finding
   // rebuilt from the stored incident), so that it resolves when its condition clears and is not
@@ -151,12 +158,19 @@ class LinkDetector {
   void CheckClean(Link& l, absl::Time now, std::vector<Finding>& out);
   Finding Make(const Link& l, IncidentKind kind, absl::Time at, bool active) const;
   int CompletedInWindow(const Link& l, absl::Time now) const;
+  // `l` has a pending down or an open flapping/degraded incident: Advance must visit it.
+  void Attend(Link& l) { attention_.insert(&l); }
+  static bool NeedsAttention(const Link& l);
+  // Advance's work on one link; false when it went stale and was erased.
+  bool AdvanceLink(Link& l, absl::Time now, bool sweep, std::vector<Finding>& out);
 
   LinkOptions options_;
   const PortDirectory* ports_;
   absl::flat_hash_map<std::string, std::unique_ptr<Link>> links_;  // node \0 PortId::Key()
   std::string key_;                                                // scratch
   LastPort<Link> last_;
+  absl::flat_hash_set<Link*> attention_;  // see Advance
+  absl::Time next_sweep_ = absl::InfinitePast();
 };
 
 }  // namespace ringside::analysis

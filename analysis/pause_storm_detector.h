@@ -95,6 +95,8 @@ class PauseStormDetector {
   ~PauseStormDetector();
 
   void ObserveCounter(const CounterStep& step, std::vector<Finding>& out);
+  // Resolves storms whose ports all went silent (each call); forgets ports silent for stale_after
+  // (once per sweep interval, clamp(stale_after / 30, 1 s, 10 s)).
   void Advance(absl::Time now, std::vector<Finding>& out);
   // Takes over an open pause_storm incident after a restart (see LinkDetector::Restore).
   bool Restore(const Finding& open);
@@ -145,6 +147,7 @@ class PauseStormDetector {
   const PortDirectory* directory_;
   absl::flat_hash_map<std::string, std::unique_ptr<Port>> ports_;  // node \0 PortId::Key()
   std::map<std::string, std::vector<Port*>> by_domain_;
+  absl::Time next_sweep_ = absl::InfinitePast();  // of the stale ports (Advance)
   std::map<std::pair<std::string, int>, std::unique_ptr<Storm>> storms_;  // (domain, prio)
   std::string key_;
   LastPort<Port> last_;

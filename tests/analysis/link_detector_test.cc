@@ -445,6 +445,55 @@ TEST(LinkDetectorTest, StaleLinksResolve) {
   EXPECT_EQ(d.links(), 0u);
 }
 
+// Advance visits every link only once per sweep interval (stale_after / 30, 1-10 s) and what is
+// open or pending at every call: a flapping link still resolves at the first call after
+// flap_quiet, and a stale one within one sweep interval of stale_after.
+TEST(LinkDetectorTest, BetweenSweepsWhatIsOpenResolvesOnTimeAndStaleLinksWithinASweep) {
+  LinkOptions o;
+  o.flap_quiet = absl::Seconds(30);
+  o.stale_after = absl::Minutes(5);
+  LinkDetector d(o);
+  ASSERT_EQ(d.sweep_interval(), absl::Seconds(10));
+  std::vector<Finding> out;
+  const absl::Time t0 = At(0);
+  d.Advance(t0, out);  // the first call sweeps
+  // B: down, then nothing more (stale after 5 minutes).
+  SimState b{"node-2", "infiniband_port", "mlx5_0", "1", "state"};
+  d.ObserveState(b.At(t0, kActive), out);
+  d.ObserveState(b.At(t0 + absl::Seconds(1), kDown), out);
+  // A: flapping from events between two sweeps.
+  LinkEvent e{"node-3", "verbs", "mlx5_1", "1", t0, LinkState::kUp, LinkState::kDown};
+  for (int i = 0; i < 4; ++i) {
+    e.time = t0 + absl::Seconds(2 + 2 * i);
+    e.from = i % 2 ? LinkState::kDown : LinkState::kUp;
+    e.to = i % 2 ? LinkState::kUp : LinkState::kDown;
+    d.ObserveEvent(e, out);
+  }
+  ASSERT_EQ(CountActive(out, IncidentKind::kLinkFlapping), 1);
+  ASSERT_EQ(d.links(), 2u);
+  absl::Time stale_at = absl::InfinitePast();
+  for (int s = 1; s <= 330; ++s) {
+    const absl::Time now = t0 + absl::Seconds(s);
+    const size_t before = out.size();
+    d.Advance(now, out);
+    for (size_t i = before; i < out.size(); ++i) {
+      if (out[i].kind == IncidentKind::kLinkFlapping && !out[i].active) {
+        // The last transition was at t0 + 8 s: quiet for 30 s at t0 + 38 s, not a sweep time.
+        EXPECT_EQ(now, t0 + absl::Seconds(38));
+      }
+      if (out[i].kind == IncidentKind::kLinkDown && !out[i].active &&
+          out[i].entity.at("node") == "node-2") {
+        stale_at = now;
+      }
+    }
+  }
+  ASSERT_NE(First(out, IncidentKind::kLinkFlapping, false), nullptr);
+  // B's last input was at t0 + 1 s: stale from t0 + 301 s, found by a sweep at most 10 s later.
+  EXPECT_GE(stale_at, t0 + absl::Seconds(301));
+  EXPECT_LE(stale_at, t0 + absl::Seconds(311));
+  EXPECT_EQ(d.links(), 0u);  // A went stale too (last input t0 + 8 s)
+}
+
 }  // namespace
 }  // namespace ringside::analysis
 
