@@ -1,11 +1,13 @@
 #include "daemon/aggregator/ingest/ingest_service.h"
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/aggregator/ingest/series_defs_view.h"
 #include "daemon/common/protocol.h"
 #include "daemon/common/tls.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -82,6 +84,13 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
             grpc::StatusCode::RESOURCE_EXHAUSTED,
             absl::StrCat("message ", messages_, " of the stream is ", bytes,
                          " bytes, over the aggregator's --max-message-bytes ", max_bytes)));
+        return;
+      }
+      if (node_ && DefsFromWireLocked()) {
+        if (!finished_) {
+          MaybeWriteLocked();
+          StartRead(&in_buf_);
+        }
         return;
       }
       grpc::Status parsed =
@@ -231,6 +240,47 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     protocol_version_ = start->protocol_version;
     last_ack_sent_ = start->acked_seq;
     return std::move(start->replaced);
+  }
+
+  // A SeriesDefs with seq 0 (after the Hello) is read in place, its definitions' names never
+  // copied (series_defs_view.h). False, with in_buf_ untouched: not one, or not in the canonical
+  // encoding; the caller parses the message.
+  bool DefsFromWireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    thread_local std::vector<grpc::Slice> slices;
+    thread_local std::string flat;
+    thread_local SeriesDefsView view;
+    slices.clear();
+    if (!in_buf_.Dump(&slices).ok() || slices.empty() ||
+        !MayBeSeriesDefsMessage(absl::string_view(
+            reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()))) {
+      slices.clear();
+      return false;
+    }
+    absl::string_view bytes;
+    if (slices.size() == 1) {
+      bytes = absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+    } else {
+      flat.clear();
+      for (const grpc::Slice& slice : slices) {
+        flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+      bytes = flat;
+    }
+    const bool read = ParseSeriesDefsMessage(bytes, &view);
+    if (read) {
+      absl::Status s = service_->core_->ApplySeriesDefs(*node_, id_, view);
+      if (!s.ok()) {
+        end_reason_ = EndReasonFor(s);
+        FinishLocked(ToGrpc(s));
+      }
+      in_buf_.Clear();  // the message's storage goes now, not at the next message
+    }
+    view.defs.clear();
+    view.info = nullptr;
+    view.info_storage.Clear();
+    slices.clear();
+    if (flat.capacity() > (1u << 20)) std::string().swap(flat);
+    return read;
   }
 
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
