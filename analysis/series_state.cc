@@ -1,7 +1,10 @@
 #include "analysis/series_state.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -77,6 +80,20 @@ void ResetPacked(PackedSeries& s, SeriesKind kind, uint8_t width, bool saturates
   SetWidth(s, width);
   SetSaturates(s, saturates);
   SetTermWidth(s, term_width);
+}
+
+// A new node's table (1,500 series: 88 KiB) is written whole as soon as it is allocated, on memory
+// the process never touched: one page fault per 4 KiB, and on the 2-core VM the shard benches run
+// on a fault costs ~20 us, most of a node's admission. Its pages are populated in one call instead
+// (Linux 5.14+; a hint: where it is not supported the writes fault as before).
+void PopulateForWrite(const void* p, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  constexpr uintptr_t kPage = 4096;
+  if (bytes < 16 * kPage) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kPage - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#endif
 }
 
 StepKind FromDelta(DeltaKind kind) {
@@ -488,6 +505,7 @@ absl::Status NodeSeries::DefineAll(absl::Span<const SeriesDefinitionRef> defs,
   size_t next_handle = 0;
   std::vector<Packed> fresh;
   fresh.reserve(added);
+  if (series_.empty()) PopulateForWrite(fresh.data(), added * sizeof(Packed));
   for (size_t i = 0; i < n; ++i) {
     const SeriesDefinitionRef& def = defs[i];
     if (at[i] < 0) {
@@ -506,6 +524,7 @@ absl::Status NodeSeries::DefineAll(absl::Span<const SeriesDefinitionRef> defs,
       // One table of the exact size, merged in id order.
       std::vector<Packed> merged;
       merged.reserve(series_.size() + fresh.size());
+      PopulateForWrite(merged.data(), merged.capacity() * sizeof(Packed));
       std::merge(series_.begin(), series_.end(), fresh.begin(), fresh.end(),
                  std::back_inserter(merged),
                  [](const Packed& a, const Packed& b) { return a.id < b.id; });
