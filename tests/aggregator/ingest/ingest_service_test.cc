@@ -909,6 +909,66 @@ TEST_F(IngestServiceTest, ObserverGetsTheInfoRecordsOnlyWhenTheyAreTheCompleteSe
   EXPECT_EQ(observer.samples.size(), 1u);
 }
 
+// Holds every OnInfo until released: a stand-in for admissions slower than the machine can keep
+// up with (a cluster reconnecting).
+class BlockingInfoObserver final : public IngestObserver {
+ public:
+  void OnInfo(absl::string_view, const v1::SeriesDefs&) override {
+    absl::MutexLock l(&mu);
+    ++entered;
+    mu.Await(absl::Condition(&released));
+  }
+  absl::Mutex mu;
+  int entered ABSL_GUARDED_BY(mu) = 0;
+  bool released ABSL_GUARDED_BY(mu) = false;
+};
+
+// Definitions are admitted off gRPC's callback threads, which read every socket: admissions held
+// up hold neither other streams' batches and acks nor new streams' Hellos (nor, in production, the
+// agents' keepalive pings: issue #26's 2,717 streams ended by "keepalive watchdog timeout").
+TEST_F(IngestServiceTest, SlowAdmissionsHoldNoOtherStream) {
+  BlockingInfoObserver observer;
+  AggregatorOptions o = Options();
+  o.observer = &observer;
+  Start(o);
+  RawAgent b(port(), absl::Seconds(15));
+  Hello(b, "b", 1);
+  ASSERT_TRUE(b.Send(DefsMsg({CounterDef(1, "c", 32)})));  // no info records: not held
+  ASSERT_TRUE(b.Send(SamplesMsg(1, kT0, {{1, 1}})));
+  ASSERT_TRUE(b.WaitAck(1));
+  // More admissions held than gRPC has callback threads on a small machine.
+  std::vector<std::unique_ptr<RawAgent>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<RawAgent>(port()));
+    Hello(*slow.back(), absl::StrCat("slow", i), 1);
+    v1::AgentMessage m = DefsMsg({CounterDef(1, "c", 32)});
+    m.mutable_series_defs()->set_has_info(true);
+    ASSERT_TRUE(slow.back()->Send(m));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock l(&observer.mu);
+    return observer.entered >= 1;
+  }));
+  for (uint64_t seq = 2; seq <= 5; ++seq) {
+    ASSERT_TRUE(b.Send(SamplesMsg(seq, kT0 + static_cast<int64_t>(seq) * kSecond, {{1, seq}})));
+    ASSERT_TRUE(b.WaitAck(seq));
+  }
+  RawAgent c(port(), absl::Seconds(10));
+  EXPECT_EQ(Hello(c, "c", 1), 0u);
+  {
+    absl::MutexLock l(&observer.mu);
+    observer.released = true;
+  }
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock l(&observer.mu);
+    return observer.entered == 4;
+  }));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(Eventually([&] { return agg_->core().Node(absl::StrCat("slow", i))->series == 1; }));
+  }
+  EXPECT_EQ(agg_->core().Series("b")->front().state.total, 4u);
+}
+
 TEST_F(IngestServiceTest, MemoryOnlyModeSaysSo) {
   Start(Options());
   EXPECT_EQ(agg_->journal(), nullptr);
