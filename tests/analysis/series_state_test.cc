@@ -568,9 +568,9 @@ TEST_F(SeriesStateTest, DefineAllEqualsOneDefineAfterAnother) {
   {
     std::vector<SeriesDefinition> m = held;  // identical
     messages.push_back(m);
-    m[1].width = 64;             // updated: the state kept
-    m[2].counter = "other";      // replaced
-    m[3].unit = "packets";       // updated: a new identity, the state kept
+    m[1].width = 64;                              // updated: the state kept
+    m[2].counter = "other";                       // replaced
+    m[3].unit = "packets";                        // updated: a new identity, the state kept
     m.insert(m.begin(), Counter(1, "new1", 16));  // new, below the largest: merged in order
     m.push_back(Counter(9, "new9", 64));
     messages.push_back(m);
@@ -607,9 +607,12 @@ TEST_F(SeriesStateTest, DefineAllEqualsOneDefineAfterAnother) {
         one_by_one = r.status();
         break;
       }
-      if (*r == NodeSeries::DefineResult::kNew) ++want.added;
-      else if (*r == NodeSeries::DefineResult::kUnchanged) ++want.unchanged;
-      else ++want.redefined;
+      if (*r == NodeSeries::DefineResult::kNew)
+        ++want.added;
+      else if (*r == NodeSeries::DefineResult::kUnchanged)
+        ++want.unchanged;
+      else
+        ++want.redefined;
     }
     DefineCounts got;
     EXPECT_EQ(b.DefineAll(Refs(messages[k]), &got), one_by_one);

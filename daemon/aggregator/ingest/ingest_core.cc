@@ -267,7 +267,7 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
 }
 
 absl::Status IngestCore::ApplySeriesDefs(NodeEntry& n, uint64_t session_id,
-                                        const SeriesDefsView& defs) {
+                                         const SeriesDefsView& defs) {
   IngestStats::Add(stats_->messages, MessageType::kSeriesDefs);
   const absl::Time now = options_.now();
   const absl::Time steady = options_.steady_now();
@@ -286,9 +286,9 @@ absl::Status IngestCore::DefineLocked(NodeEntry& n, const SeriesDefsView& defs) 
       defs.info_received > options_.limits.max_defs_per_message) {
     IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxDefsPerMessage);
     return absl::ResourceExhaustedError(
-        absl::StrCat("SeriesDefs of ", defs.defs_received, " definitions and ",
-                     defs.info_received, " info records exceeds ",
-                     options_.limits.max_defs_per_message, " (--max-defs-per-message)"));
+        absl::StrCat("SeriesDefs of ", defs.defs_received, " definitions and ", defs.info_received,
+                     " info records exceeds ", options_.limits.max_defs_per_message,
+                     " (--max-defs-per-message)"));
   }
   // The definitions before a malformed one are taken in, as one after another would be.
   analysis::DefineCounts counts;

@@ -225,7 +225,8 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   // One message in in_buf_ (size checked): parsed and applied; then the next read. Returns the
   // session a Hello replaces, if any.
-  std::shared_ptr<SessionLink> HandleMessageLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  std::shared_ptr<SessionLink> HandleMessageLocked(size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::shared_ptr<SessionLink> replaced;
     if (node_ && LooksLikeDefsLocked() && DefsFromWireLocked()) {
       if (!finished_) {
@@ -234,8 +235,7 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       }
       return nullptr;
     }
-    grpc::Status parsed =
-        grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
+    grpc::Status parsed = grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
     if (!parsed.ok()) {
       IngestStats::Add(service_->stats_->unparsable);
       if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kNoHello);
@@ -423,9 +423,8 @@ void IngestService::Admission::Loop() {
     {
       absl::MutexLock l(&mu_);
       mu_.Await(absl::Condition(
-          +[](Admission* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
-            return a->stop_ || !a->queue_.empty();
-          },
+          +[](Admission* a)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) { return a->stop_ || !a->queue_.empty(); },
           this));
       if (stop_) return;
       next = std::move(queue_.front());

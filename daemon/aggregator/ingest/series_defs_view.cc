@@ -210,7 +210,7 @@ bool ParseSeriesDefsMessage(absl::string_view bytes, SeriesDefsView* out) {
       if (!ReadLen(p, end, &field)) return false;
       // A few records a node, with label maps: protobuf parses them (observers take the message).
       if (!out->info_storage.add_info()->ParseFromArray(field.data(),
-                                                          static_cast<int>(field.size()))) {
+                                                        static_cast<int>(field.size()))) {
         return false;
       }
       ++out->info_received;

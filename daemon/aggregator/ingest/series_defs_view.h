@@ -26,7 +26,7 @@ namespace ringside::daemon {
 struct SeriesDefsView {
   // The definitions before the first malformed one (unknown kind, width over 64), in order.
   std::vector<analysis::SeriesDefinitionRef> defs;
-  absl::Status malformed;  // that definition's error; OK when every definition is well formed
+  absl::Status malformed;    // that definition's error; OK when every definition is well formed
   size_t defs_received = 0;  // every definition in the message
   size_t info_received = 0;  // info records in the message
   // The info records with has_info (what IngestObserver::OnInfo gets) when the message says they

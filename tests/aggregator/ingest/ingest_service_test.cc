@@ -770,9 +770,9 @@ class RecordingObserver final : public IngestObserver {
   void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override {
     absl::MutexLock l(&mu);
     for (const v1::InfoRecord& r : defs.info()) {
-      info.push_back(absl::StrCat(node, " ", r.source(), "/", r.device(), " rdma_device=",
-                                  r.labels().count("rdma_device") ? r.labels().at("rdma_device")
-                                                                  : "-"));
+      info.push_back(absl::StrCat(
+          node, " ", r.source(), "/", r.device(),
+          " rdma_device=", r.labels().count("rdma_device") ? r.labels().at("rdma_device") : "-"));
     }
     ++info_sets;
   }
@@ -964,7 +964,8 @@ TEST_F(IngestServiceTest, SlowAdmissionsHoldNoOtherStream) {
     return observer.entered == 4;
   }));
   for (int i = 0; i < 4; ++i) {
-    EXPECT_TRUE(Eventually([&] { return agg_->core().Node(absl::StrCat("slow", i))->series == 1; }));
+    EXPECT_TRUE(
+        Eventually([&] { return agg_->core().Node(absl::StrCat("slow", i))->series == 1; }));
   }
   EXPECT_EQ(agg_->core().Series("b")->front().state.total, 4u);
 }

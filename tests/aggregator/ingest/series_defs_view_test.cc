@@ -41,7 +41,10 @@ v1::AgentMessage Message() {
   d.set_unit("packets");
   *defs->add_defs() = d;
   *defs->add_defs() = Def(9, "state", v1::SERIES_KIND_STATE, 0);
-  *defs->add_defs() = Def(12, "temperature_\xc2\xb0" "C", v1::SERIES_KIND_GAUGE, 0);
+  *defs->add_defs() = Def(12,
+                          "temperature_\xc2\xb0"
+                          "C",
+                          v1::SERIES_KIND_GAUGE, 0);
   return m;
 }
 
