@@ -1,24 +1,23 @@
 #include "analysis/series_identity.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/hash/hash.h"
 
 namespace ringside::analysis {
 
-size_t SeriesIdentityPool::Hash::operator()(const SeriesIdentityKey& k) const {
+size_t SeriesIdentityPool::HashOf(const SeriesIdentityKey& k) {
   return absl::HashOf(k.source, k.device, k.port, k.counter, k.unit, k.priority);
 }
 
-size_t SeriesIdentityPool::Hash::operator()(uint32_t h) const {
-  const SeriesIdentity& t = pool->Slot(h);
-  return (*this)(SeriesIdentityKey{*t.source, *t.device, *t.port, *t.counter, *t.unit, t.priority});
-}
+size_t SeriesIdentityPool::Hash::operator()(uint32_t h) const { return pool->Slot(h).hash; }
 
-bool SeriesIdentityPool::Eq::operator()(uint32_t a, const SeriesIdentityKey& b) const {
+bool SeriesIdentityPool::Eq::operator()(uint32_t a, const HashedKey& hb) const {
   const SeriesIdentity& t = pool->Slot(a);
-  return t.priority == b.priority && *t.counter == b.counter && *t.device == b.device &&
-         *t.port == b.port && *t.source == b.source && *t.unit == b.unit;
+  const SeriesIdentityKey& b = *hb.key;
+  return t.hash == hb.hash && t.priority == b.priority && *t.counter == b.counter &&
+         *t.device == b.device && *t.port == b.port && *t.source == b.source && *t.unit == b.unit;
 }
 
 SeriesIdentityPool::SeriesIdentityPool() : index_(0, Hash{this}, Eq{this}) {}
@@ -74,37 +73,77 @@ uint32_t SeriesIdentityPool::NewHandle() {
   return h;
 }
 
-uint32_t SeriesIdentityPool::Acquire(const SeriesIdentityKey& key) {
-  absl::MutexLock lock(&mu_);
+uint32_t SeriesIdentityPool::AcquireLocked(const HashedKey& key) {
   auto it = index_.find(key);
   if (it != index_.end()) {
-    ++Slot(*it).refs;
+    Slot(*it).refs.fetch_add(1, std::memory_order_relaxed);
     return *it;
   }
   const uint32_t h = NewHandle();
   SeriesIdentity& t = Slot(h);
-  t.source = Intern(key.source);
-  t.device = Intern(key.device);
-  t.port = Intern(key.port);
-  t.counter = Intern(key.counter);
-  t.unit = Intern(key.unit);
-  t.priority = key.priority;
-  t.refs = 1;
+  t.source = Intern(key.key->source);
+  t.device = Intern(key.key->device);
+  t.port = Intern(key.key->port);
+  t.counter = Intern(key.key->counter);
+  t.unit = Intern(key.key->unit);
+  t.priority = key.key->priority;
+  t.hash = key.hash;
+  t.refs.store(1, std::memory_order_relaxed);
   ++t.generation;
   index_.insert(h);
   return h;
+}
+
+uint32_t SeriesIdentityPool::Acquire(const SeriesIdentityKey& key) {
+  const HashedKey hashed{&key, HashOf(key)};
+  absl::MutexLock lock(&mu_);
+  return AcquireLocked(hashed);
+}
+
+void SeriesIdentityPool::AcquireMany(absl::Span<const SeriesIdentityKey> keys,
+                                     absl::Span<uint32_t> handles) {
+  constexpr uint32_t kMissing = ~0u;
+  // Hashing five names is most of a lookup: done before any lock.
+  thread_local std::vector<size_t> hashes;
+  hashes.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) hashes[i] = HashOf(keys[i]);
+  size_t missing = 0;
+  {
+    // A tuple found in the index holds a reference, and only Release under the exclusive lock
+    // drops the last one: under the shared lock it stays, and its count may be raised.
+    absl::ReaderMutexLock lock(&mu_);
+    const auto& index = index_;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = index.find(HashedKey{&keys[i], hashes[i]});
+      if (it == index.end()) {
+        handles[i] = kMissing;
+        ++missing;
+        continue;
+      }
+      Slot(*it).refs.fetch_add(1, std::memory_order_relaxed);
+      handles[i] = *it;
+    }
+  }
+  if (missing == 0) return;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (handles[i] == kMissing) handles[i] = AcquireLocked(HashedKey{&keys[i], hashes[i]});
+  }
 }
 
 void SeriesIdentityPool::Release(uint32_t handle) {
   absl::MutexLock lock(&mu_);
   if (handle >= next_) return;
   SeriesIdentity& t = Slot(handle);
-  if (t.refs == 0 || --t.refs != 0) return;
-  index_.erase(handle);  // hashes the tuple: before its names go
+  const uint32_t refs = t.refs.load(std::memory_order_relaxed);
+  if (refs == 0) return;
+  t.refs.store(refs - 1, std::memory_order_relaxed);  // no shared holder now: mu_ is exclusive
+  if (refs != 1) return;
+  index_.erase(handle);
   for (const std::string* s : {t.source, t.device, t.port, t.counter, t.unit}) Unintern(s);
-  const uint32_t generation = t.generation;
-  t = SeriesIdentity();
-  t.generation = generation;
+  t.source = t.device = t.port = t.counter = t.unit = nullptr;
+  t.priority = -1;
+  t.hash = 0;  // the generation stays: the next tuple under this handle counts on from it
   free_.push_back(handle);
 }
 

@@ -7,6 +7,9 @@
 // Thread safety: Acquire, Release and the counts take the pool's lock. Get does not: a handle's
 // tuple never moves and never changes while it is held, so a holder reads it without the lock
 // (the pool's storage only grows; a grown directory is published atomically and the old one kept).
+// AcquireMany, the admission path (a node's 1,500 definitions at once), hashes its keys before it
+// takes the lock, finds the tuples already held under a shared (reader) lock, so that nodes of the
+// same hardware are admitted in parallel, and takes the exclusive lock only for new tuples.
 #ifndef RINGSIDE_ANALYSIS_SERIES_IDENTITY_H_
 #define RINGSIDE_ANALYSIS_SERIES_IDENTITY_H_
 
@@ -22,6 +25,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 
 namespace ringside::analysis {
 
@@ -33,10 +37,13 @@ struct SeriesIdentity {
   const std::string* counter = nullptr;
   const std::string* unit = nullptr;
   int32_t priority = -1;
-  uint32_t refs = 0;  // series holding the tuple (guarded by the pool's lock)
+  // Series holding the tuple: raised under the pool's shared lock (AcquireMany), lowered and
+  // freed under its exclusive lock.
+  std::atomic<uint32_t> refs{0};
   // Counts the tuples this handle has stood for (from 1): (handle, generation) names one tuple
   // for the pool's lifetime, so callers may cache what they derive from a tuple by handle.
   uint32_t generation = 0;
+  size_t hash = 0;  // of the tuple (SeriesIdentityPool::HashOf): the index never rehashes names
 };
 
 // What Acquire interns.
@@ -58,6 +65,12 @@ class SeriesIdentityPool {
 
   // A handle to the tuple, with one more reference.
   uint32_t Acquire(const SeriesIdentityKey& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // Acquire for each key: handles[i] for keys[i] (the same size). One shared-lock pass for the
+  // tuples already held, one exclusive-lock pass for the others.
+  void AcquireMany(absl::Span<const SeriesIdentityKey> keys, absl::Span<uint32_t> handles)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The hash the index files a tuple under.
+  static size_t HashOf(const SeriesIdentityKey& key);
   // Drops one reference; the last one frees the tuple (its handle may be reused).
   void Release(uint32_t handle) ABSL_LOCKS_EXCLUDED(mu_);
   // The tuple of a handle the caller holds. Lock-free.
@@ -78,24 +91,31 @@ class SeriesIdentityPool {
     size_t capacity = 0;
   };
   // The index hashes and compares tuples through the pool, so it stores only 4-byte handles.
+  // A key with its hash computed (outside the lock).
+  struct HashedKey {
+    const SeriesIdentityKey* key;
+    size_t hash;
+  };
   struct Hash {
     using is_transparent = void;
     const SeriesIdentityPool* pool;
     size_t operator()(uint32_t h) const;
-    size_t operator()(const SeriesIdentityKey& k) const;
+    size_t operator()(const HashedKey& k) const { return k.hash; }
   };
   struct Eq {
     using is_transparent = void;
     const SeriesIdentityPool* pool;
     bool operator()(uint32_t a, uint32_t b) const { return a == b; }
-    bool operator()(uint32_t a, const SeriesIdentityKey& b) const;
-    bool operator()(const SeriesIdentityKey& a, uint32_t b) const { return (*this)(b, a); }
+    bool operator()(uint32_t a, const HashedKey& b) const;
+    bool operator()(const HashedKey& a, uint32_t b) const { return (*this)(b, a); }
   };
 
   SeriesIdentity& Slot(uint32_t handle) const;
   const std::string* Intern(absl::string_view s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unintern(const std::string* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t NewHandle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The tuple's handle with one more reference, interned when new.
+  uint32_t AcquireLocked(const HashedKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::atomic<const Directory*> directory_{nullptr};

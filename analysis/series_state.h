@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "analysis/counter_math.h"
 #include "analysis/series_identity.h"
 
@@ -142,6 +143,31 @@ struct SeriesDefinition {
   uint8_t term_width = 0;  // 32: a sum of 32-bit wrapping counters (counter_math.h); else 0
 };
 
+// The same with its names as views (into a received message, for the lifetime of a Define call):
+// what the aggregator's ingest defines series from, without copying a name.
+struct SeriesDefinitionRef {
+  uint32_t id = 0;
+  absl::string_view source;
+  absl::string_view device;
+  absl::string_view port;
+  absl::string_view counter;
+  absl::string_view unit;
+  int32_t priority = -1;
+  SeriesKind kind = SeriesKind::kCounter;
+  uint8_t width = 64;
+  bool saturates = false;
+  uint8_t term_width = 0;
+
+  static SeriesDefinitionRef Of(const SeriesDefinition& def);
+};
+
+// What a DefineAll did.
+struct DefineCounts {
+  size_t added = 0;      // kNew
+  size_t redefined = 0;  // kUpdated or kReplaced
+  size_t unchanged = 0;  // kUnchanged
+};
+
 // A copy of one series for readers (debug endpoint, detectors).
 struct SeriesView {
   SeriesDefinition def;
@@ -206,6 +232,15 @@ class NodeSeries {
   // Agents number their series densely and in order, so a new id is normally the largest (an
   // append); a smaller one is inserted in order.
   absl::StatusOr<DefineResult> Define(const SeriesDefinition& def);
+  absl::StatusOr<DefineResult> Define(const SeriesDefinitionRef& def);
+
+  // Defines each of `defs` in order, with the result of one Define after another: on an error,
+  // the definitions before it are defined and the error is returned. The admission path (a
+  // session's first SeriesDefs): when the ids ascend, as agents send them, a definition identical
+  // to the one held is checked without the identity pool, the new identities are interned in one
+  // pass (SeriesIdentityPool::AcquireMany), and the new series are merged into a table allocated
+  // at its exact size (no growth, nothing for Compact to give back).
+  absl::Status DefineAll(absl::Span<const SeriesDefinitionRef> defs, DefineCounts* counts);
 
   // Takes a sample of `id` in. NotFound when the id was never defined (the sample is ignored).
   absl::StatusOr<StepResult> Observe(uint32_t id, uint64_t raw, int64_t time_ns);
@@ -237,7 +272,14 @@ class NodeSeries {
   int32_t SecondsOf(int64_t time_ns) const;
   StepResult Step(Packed& s, uint64_t raw, int64_t time_ns, int32_t tick);
   SeriesState StateOf(const Packed& s) const;
-  uint32_t AcquireIdentity(const SeriesDefinition& def);
+  absl::Status Check(const SeriesDefinitionRef& def) const;
+  absl::Status LimitError(size_t defined) const;
+  // Whether a held series needs another identity for `def` (another series, or a new unit).
+  bool NeedsIdentity(const Packed& s, const SeriesDefinitionRef& def) const;
+  // Redefines a held series; `identity` is a handle acquired for `def` when NeedsIdentity (owned
+  // from here on), unused otherwise.
+  DefineResult Redefine(Packed& s, const SeriesDefinitionRef& def, uint32_t identity);
+  Packed NewSeries(const SeriesDefinitionRef& def, uint32_t identity) const;
 
   SeriesLimits limits_;
   SeriesIdentityPool* pool_;

@@ -502,5 +502,167 @@ TEST_F(SeriesStateTest, KindChangeStartsANewBaseline) {
   EXPECT_EQ(s.node().Views()[0].first_time_ns, 3 * kSecond);
 }
 
+// A node's definitions as an agent sends them (ids ascending), as views.
+std::vector<SeriesDefinitionRef> Refs(const std::vector<SeriesDefinition>& defs) {
+  std::vector<SeriesDefinitionRef> refs;
+  for (const SeriesDefinition& d : defs) refs.push_back(SeriesDefinitionRef::Of(d));
+  return refs;
+}
+
+// Everything a reader sees of a node, as text.
+std::string Dump(const NodeSeries& node) {
+  std::string out;
+  for (const SeriesView& v : node.Views()) {
+    out += std::to_string(v.def.id) + " " + v.def.source + "/" + v.def.device + "/" + v.def.port +
+           "/" + v.def.counter + "/" + v.def.unit + " p" + std::to_string(v.def.priority) + " k" +
+           std::to_string(static_cast<int>(v.def.kind)) + " w" + std::to_string(v.def.width) +
+           " s" + std::to_string(v.def.saturates) + " t" + std::to_string(v.def.term_width) +
+           " raw" + std::to_string(v.state.last_raw) + " total" + std::to_string(v.state.total) +
+           " n" + std::to_string(v.state.steps) + "\n";
+  }
+  return out;
+}
+
+TEST_F(SeriesStateTest, ReconnectWithIdenticalDefinitionsKeepsEveryStateAndTouchesNoIdentity) {
+  SeriesIdentityPool pool;
+  NodeSeries node(SeriesLimits{}, &pool);
+  std::vector<SeriesDefinition> defs;
+  for (uint32_t id = 0; id < 300; ++id) defs.push_back(Counter(id, "c" + std::to_string(id), 32));
+  DefineCounts first;
+  ASSERT_TRUE(node.DefineAll(Refs(defs), &first).ok());
+  EXPECT_EQ(first.added, 300u);
+  // Allocated at its exact size: nothing for Compact to give back.
+  EXPECT_EQ(node.MemoryBytes(), 300 * NodeSeries::kBytesPerSeries + sizeof(NodeSeries));
+  for (uint32_t id = 0; id < 300; ++id) {
+    ASSERT_TRUE(node.Observe(id, 100, kSecond).ok());
+    ASSERT_TRUE(node.Observe(id, 100 + id, 2 * kSecond).ok());
+  }
+  const std::string before = Dump(node);
+  const size_t tuples = pool.size();
+  const uint32_t refs = pool.Get(0).refs.load();  // the first tuple (id 0's)
+  DefineCounts again;
+  ASSERT_TRUE(node.DefineAll(Refs(defs), &again).ok());
+  EXPECT_EQ(again.unchanged, 300u);
+  EXPECT_EQ(again.added + again.redefined, 0u);
+  EXPECT_EQ(Dump(node), before);  // totals, last values, step counts: all kept
+  EXPECT_EQ(node.Find(299)->total, 299u);
+  EXPECT_EQ(pool.size(), tuples);
+  EXPECT_EQ(pool.Get(0).refs.load(), refs);  // no identity acquired or released
+  // The samples after the reconnect continue the rates.
+  auto step = node.Observe(7, 127, 3 * kSecond);
+  ASSERT_TRUE(step.ok());
+  EXPECT_FLOAT_EQ(step->rate, 20.0f);
+}
+
+// DefineAll equals Define one after another: news, unchanged, updated, replaced, a malformed
+// definition or the limit midway (the ones before it kept), ids out of order.
+TEST_F(SeriesStateTest, DefineAllEqualsOneDefineAfterAnother) {
+  SeriesLimits limits;
+  limits.max_series_per_node = 8;
+  auto held = [] {
+    std::vector<SeriesDefinition> d;
+    for (uint32_t id : {2u, 4u, 6u, 8u}) d.push_back(Counter(id, "c" + std::to_string(id), 32));
+    return d;
+  }();
+  std::vector<std::vector<SeriesDefinition>> messages;
+  {
+    std::vector<SeriesDefinition> m = held;  // identical
+    messages.push_back(m);
+    m[1].width = 64;                              // updated: the state kept
+    m[2].counter = "other";                       // replaced
+    m[3].unit = "packets";                        // updated: a new identity, the state kept
+    m.insert(m.begin(), Counter(1, "new1", 16));  // new, below the largest: merged in order
+    m.push_back(Counter(9, "new9", 64));
+    messages.push_back(m);
+    std::vector<SeriesDefinition> bad = m;
+    bad[3].counter = std::string(300, 'x');  // a name over the limit: refused as before
+    messages.push_back(bad);
+    std::vector<SeriesDefinition> over = m;  // past 8 series
+    for (uint32_t id = 10; id < 16; ++id) over.push_back(Counter(id, "n" + std::to_string(id), 8));
+    messages.push_back(over);
+    std::vector<SeriesDefinition> unordered = m;  // repeated and descending ids
+    unordered.push_back(Counter(3, "three", 8));
+    unordered.push_back(Counter(3, "three-again", 8));
+    messages.push_back(unordered);
+  }
+  for (size_t k = 0; k < messages.size(); ++k) {
+    SCOPED_TRACE(k);
+    SeriesIdentityPool pool_a;
+    SeriesIdentityPool pool_b;
+    NodeSeries a(limits, &pool_a);
+    NodeSeries b(limits, &pool_b);
+    for (const SeriesDefinition& d : held) {
+      ASSERT_TRUE(a.Define(d).ok());
+      ASSERT_TRUE(b.Define(d).ok());
+      ASSERT_TRUE(a.Observe(d.id, 5, kSecond).ok());
+      ASSERT_TRUE(b.Observe(d.id, 5, kSecond).ok());
+      ASSERT_TRUE(a.Observe(d.id, 9, 2 * kSecond).ok());
+      ASSERT_TRUE(b.Observe(d.id, 9, 2 * kSecond).ok());
+    }
+    absl::Status one_by_one;
+    DefineCounts want;
+    for (const SeriesDefinition& d : messages[k]) {
+      absl::StatusOr<NodeSeries::DefineResult> r = a.Define(d);
+      if (!r.ok()) {
+        one_by_one = r.status();
+        break;
+      }
+      if (*r == NodeSeries::DefineResult::kNew)
+        ++want.added;
+      else if (*r == NodeSeries::DefineResult::kUnchanged)
+        ++want.unchanged;
+      else
+        ++want.redefined;
+    }
+    DefineCounts got;
+    EXPECT_EQ(b.DefineAll(Refs(messages[k]), &got), one_by_one);
+    EXPECT_EQ(got.added, want.added);
+    EXPECT_EQ(got.unchanged, want.unchanged);
+    EXPECT_EQ(got.redefined, want.redefined);
+    EXPECT_EQ(Dump(b), Dump(a));
+    EXPECT_EQ(pool_b.size(), pool_a.size());
+    EXPECT_EQ(pool_b.strings(), pool_a.strings());
+  }
+}
+
+TEST_F(SeriesStateTest, DefineAllRefusesLongNamesAsDefineDoes) {
+  SeriesIdentityPool pool;
+  NodeSeries node(SeriesLimits{}, &pool);
+  std::vector<SeriesDefinition> defs = {Counter(1, "ok", 32), Counter(2, std::string(257, 'x'), 32),
+                                        Counter(3, "after", 32)};
+  DefineCounts counts;
+  absl::Status s = node.DefineAll(Refs(defs), &counts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "series 2: a name of 257 bytes exceeds 256");
+  EXPECT_EQ(node.size(), 1u);  // the one before it, as Define one after another
+  EXPECT_EQ(counts.added, 1u);
+  EXPECT_FALSE(node.Find(3).has_value());
+}
+
+TEST_F(SeriesStateTest, AcquireManyInternsOnceAndSharesWithAcquire) {
+  SeriesIdentityPool pool;
+  const uint32_t held = pool.Acquire({"infiniband", "mlx5_0", "1", "symbol_error", "count", -1});
+  std::vector<SeriesIdentityKey> keys = {
+      {"infiniband", "mlx5_0", "1", "symbol_error", "count", -1},  // held
+      {"ethtool", "eth0", "", "tx_prio3_pause", "packets", 3},     // new
+      {"ethtool", "eth0", "", "tx_prio3_pause", "packets", 3},     // the same new one
+      {"ethtool", "eth0", "", "tx_prio3_pause", "packets", 4},     // another priority
+  };
+  std::vector<uint32_t> handles(keys.size());
+  pool.AcquireMany(keys, absl::MakeSpan(handles));
+  EXPECT_EQ(handles[0], held);
+  EXPECT_EQ(handles[1], handles[2]);
+  EXPECT_NE(handles[1], handles[3]);
+  EXPECT_EQ(pool.size(), 3u);
+  EXPECT_EQ(pool.Get(held).refs.load(), 2u);
+  EXPECT_EQ(pool.Get(handles[1]).refs.load(), 2u);
+  EXPECT_EQ(*pool.Get(handles[3]).counter, "tx_prio3_pause");
+  EXPECT_EQ(pool.Get(handles[3]).priority, 4);
+  // Found again by Acquire; freed when the last holder releases.
+  EXPECT_EQ(pool.Acquire(keys[3]), handles[3]);
+  for (uint32_t h : {handles[3], handles[3]}) pool.Release(h);
+  EXPECT_EQ(pool.size(), 2u);
+}
+
 }  // namespace
 }  // namespace ringside::analysis

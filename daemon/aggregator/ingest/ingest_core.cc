@@ -266,6 +266,49 @@ absl::StatusOr<IngestCore::SessionStart> IngestCore::Hello(const v1::Hello& hell
   return start;
 }
 
+absl::Status IngestCore::ApplySeriesDefs(NodeEntry& n, uint64_t session_id,
+                                         const SeriesDefsView& defs) {
+  IngestStats::Add(stats_->messages, MessageType::kSeriesDefs);
+  const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
+  absl::MutexLock l(&n.mu);
+  if (n.owner_id != session_id) {
+    return absl::AbortedError(absl::StrCat("replaced by a newer session of node ", n.name));
+  }
+  n.last_seen = now;
+  n.last_seen_steady = steady;
+  return DefineLocked(n, defs);
+}
+
+absl::Status IngestCore::DefineLocked(NodeEntry& n, const SeriesDefsView& defs) {
+  n.mu.AssertHeld();
+  if (defs.defs_received > options_.limits.max_defs_per_message ||
+      defs.info_received > options_.limits.max_defs_per_message) {
+    IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxDefsPerMessage);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("SeriesDefs of ", defs.defs_received, " definitions and ", defs.info_received,
+                     " info records exceeds ", options_.limits.max_defs_per_message,
+                     " (--max-defs-per-message)"));
+  }
+  // The definitions before a malformed one are taken in, as one after another would be.
+  analysis::DefineCounts counts;
+  absl::Status s = n.series->DefineAll(defs.defs, &counts);
+  if (counts.added != 0) IngestStats::Add(stats_->series_defined, counts.added);
+  if (counts.redefined != 0) IngestStats::Add(stats_->series_redefined, counts.redefined);
+  if (!s.ok()) {
+    if (absl::IsResourceExhausted(s)) {
+      IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxSeriesPerNode);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("node ", n.name, ": ", s.message(), " (--max-series-per-node)"));
+    }
+    return s;
+  }
+  if (!defs.malformed.ok()) return defs.malformed;
+  n.series->Compact();
+  if (defs.info != nullptr && observer_ != nullptr) observer_->OnInfo(n.name, *defs.info);
+  return absl::OkStatus();
+}
+
 absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t session_id,
                                const v1::AgentMessage& m) {
   const MessageType type = TypeOf(m);
@@ -282,54 +325,12 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
   if (m.seq() == 0) {
     switch (type) {
       case MessageType::kSeriesDefs: {
-        const v1::SeriesDefs& defs = m.series_defs();
-        if (static_cast<size_t>(defs.defs_size()) > options_.limits.max_defs_per_message ||
-            static_cast<size_t>(defs.info_size()) > options_.limits.max_defs_per_message) {
-          IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxDefsPerMessage);
-          return absl::ResourceExhaustedError(
-              absl::StrCat("SeriesDefs of ", defs.defs_size(), " definitions and ",
-                           defs.info_size(), " info records exceeds ",
-                           options_.limits.max_defs_per_message, " (--max-defs-per-message)"));
-        }
-        for (const v1::SeriesDef& d : defs.defs()) {
-          if (!v1::SeriesKind_IsValid(d.kind())) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("series ", d.id(), ": unknown kind ", d.kind()));
-          }
-          if (d.width() > 64) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("series ", d.id(), ": width ", d.width(), " is not in 0..64"));
-          }
-          analysis::SeriesDefinition def;
-          def.id = d.id();
-          def.source = d.source();
-          def.device = d.device();
-          def.port = d.port();
-          def.counter = d.counter();
-          def.unit = d.unit();
-          def.priority = d.priority();
-          def.kind = static_cast<analysis::SeriesKind>(d.kind());
-          def.width = static_cast<uint8_t>(d.width());
-          def.saturates = d.saturates();
-          def.term_width = d.term_width() == 32 ? 32 : 0;  // the one term width stored
-          absl::StatusOr<analysis::NodeSeries::DefineResult> r = n.series->Define(def);
-          if (!r.ok()) {
-            if (absl::IsResourceExhausted(r.status())) {
-              IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxSeriesPerNode);
-              return absl::ResourceExhaustedError(absl::StrCat(
-                  "node ", n.name, ": ", r.status().message(), " (--max-series-per-node)"));
-            }
-            return r.status();
-          }
-          if (*r == analysis::NodeSeries::DefineResult::kNew) {
-            IngestStats::Add(stats_->series_defined);
-          } else if (*r != analysis::NodeSeries::DefineResult::kUnchanged) {
-            IngestStats::Add(stats_->series_redefined);
-          }
-        }
-        n.series->Compact();
-        if (defs.has_info() && observer_ != nullptr) observer_->OnInfo(n.name, defs);
-        return absl::OkStatus();
+        thread_local SeriesDefsView view;
+        SeriesDefsFromProto(m.series_defs(), &view);
+        absl::Status st = DefineLocked(n, view);
+        view.defs.clear();  // views into `m`
+        view.info = nullptr;
+        return st;
       }
       case MessageType::kHello:
         return absl::InvalidArgumentError("a second Hello in one session");

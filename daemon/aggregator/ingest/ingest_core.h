@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "analysis/series_state.h"
 #include "daemon/aggregator/ingest/ingest_stats.h"
+#include "daemon/aggregator/ingest/series_defs_view.h"
 #include "daemon/aggregator/journal/journal.h"
 #include "daemon/common/protocol.h"
 #include "daemon/common/steady_time.h"
@@ -131,6 +132,7 @@ class IngestObserver {
   virtual void OnLinkEvents(absl::string_view node, uint64_t agent_epoch, uint64_t seq,
                             absl::Time received, const v1::LinkEvents& events) {}
   // The node's complete set of info records (SeriesDefs.info), each time the agent sends it.
+  // Only info and has_info are meant: defs may be empty (ingest reads them without the message).
   virtual void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) {}
   // The node's latest Hello offers only collectives: its agent moved to another shard
   // (docs/scale.md), which has its counters and info records from now on. Called at each such
@@ -183,6 +185,10 @@ class IngestCore {
   absl::Status Apply(NodeEntry& node, uint64_t agent_epoch, uint64_t session_id,
                      const v1::AgentMessage& message);
 
+  // A SeriesDefs with seq 0 read straight from the wire (series_defs_view.h): what Apply does with
+  // it, without the parsed message. Its views must stay valid during the call.
+  absl::Status ApplySeriesDefs(NodeEntry& node, uint64_t session_id, const SeriesDefsView& defs);
+
   // The seq an Ack may carry for this session now.
   uint64_t Ackable(NodeEntry& node, uint64_t agent_epoch);
 
@@ -209,6 +215,8 @@ class IngestCore {
   absl::StatusOr<std::shared_ptr<NodeEntry>> GetOrAddNode(const std::string& node);
   std::vector<std::shared_ptr<NodeEntry>> AllNodes() const;
   void OnDurable(const std::shared_ptr<NodeEntry>& node, uint64_t agent_epoch, uint64_t seq);
+  // A SeriesDefs's definitions and info records, with the node's lock held.
+  absl::Status DefineLocked(NodeEntry& node, const SeriesDefsView& defs);
 
   const IngestOptions options_;
   IngestStats* const stats_;

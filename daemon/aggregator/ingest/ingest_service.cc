@@ -1,11 +1,14 @@
 #include "daemon/aggregator/ingest/ingest_service.h"
 
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/aggregator/ingest/series_defs_view.h"
 #include "daemon/common/protocol.h"
 #include "daemon/common/tls.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -84,41 +87,28 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                          " bytes, over the aggregator's --max-message-bytes ", max_bytes)));
         return;
       }
-      grpc::Status parsed =
-          grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
-      if (!parsed.ok()) {
-        IngestStats::Add(service_->stats_->unparsable);
-        if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kNoHello);
-        end_reason_ = EndReason::kProtocolError;
-        FinishLocked(
-            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                         absl::StrCat("message ", messages_, " of the stream (", bytes,
-                                      " bytes) does not parse as a ringside.v1.AgentMessage")));
+      if (node_ && service_->admission_.threads() > 0 && LooksLikeDefsLocked()) {
+        // A node's definitions: admitted on the admission threads (IngestService::Admission),
+        // not on gRPC's, which also read every socket. The next read starts when it is done.
+        service_->admission_.Push(shared_from_this());
         return;
       }
-      if (!node_) {
-        replaced = HelloLocked();
-      } else {
-        absl::Status s = service_->core_->Apply(*node_, epoch_, id_, in_);
-        if (!s.ok()) {
-          end_reason_ = EndReasonFor(s);
-          FinishLocked(ToGrpc(s));
-        }
-        // Definitions come once a session and are large (1,500 series: ~380 KB parsed); sample
-        // batches come every interval and reuse the message's storage. Keep the storage for the
-        // latter only: with definitions held until the next message, 10,000 idle streams took
-        // 6.15 GiB (bench/shard_capacity_bench.cc).
-        if (in_.has_series_defs()) v1::AgentMessage().Swap(&in_);
-      }
-      if (!finished_) {
-        MaybeWriteLocked();
-        StartRead(&in_buf_);
-      }
+      replaced = HandleMessageLocked(bytes);
     }
     if (replaced) {
       replaced->Replace(absl::AbortedError(absl::StrCat("replaced by a newer session of node ",
                                                         node_name_, " from ", context_->peer())));
     }
+  }
+
+  // On an admission thread: the message OnReadDone queued (a SeriesDefs after the Hello).
+  void AdmitQueued() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    if (finished_) {
+      in_buf_.Clear();
+      return;
+    }
+    HandleMessageLocked(in_buf_.Length());  // after the Hello: replaces no session
   }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -233,6 +223,100 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     return std::move(start->replaced);
   }
 
+  // One message in in_buf_ (size checked): parsed and applied; then the next read. Returns the
+  // session a Hello replaces, if any.
+  std::shared_ptr<SessionLink> HandleMessageLocked(size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::shared_ptr<SessionLink> replaced;
+    if (node_ && LooksLikeDefsLocked() && DefsFromWireLocked()) {
+      if (!finished_) {
+        MaybeWriteLocked();
+        StartRead(&in_buf_);
+      }
+      return nullptr;
+    }
+    grpc::Status parsed = grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
+    if (!parsed.ok()) {
+      IngestStats::Add(service_->stats_->unparsable);
+      if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kNoHello);
+      end_reason_ = EndReason::kProtocolError;
+      FinishLocked(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("message ", messages_, " of the stream (", bytes,
+                                    " bytes) does not parse as a ringside.v1.AgentMessage")));
+      return nullptr;
+    }
+    if (!node_) {
+      replaced = HelloLocked();
+    } else {
+      absl::Status s = service_->core_->Apply(*node_, epoch_, id_, in_);
+      if (!s.ok()) {
+        end_reason_ = EndReasonFor(s);
+        FinishLocked(ToGrpc(s));
+      }
+      // Definitions come once a session and are large (1,500 series: ~380 KB parsed); sample
+      // batches come every interval and reuse the message's storage. Keep the storage for the
+      // latter only: with definitions held until the next message, 10,000 idle streams took
+      // 6.15 GiB (bench/shard_capacity_bench.cc).
+      if (in_.has_series_defs()) v1::AgentMessage().Swap(&in_);
+    }
+    if (!finished_) {
+      MaybeWriteLocked();
+      StartRead(&in_buf_);
+    }
+    return replaced;
+  }
+
+  // Whether in_buf_ starts as a SeriesDefs does (its first tag).
+  bool LooksLikeDefsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    thread_local std::vector<grpc::Slice> slices;
+    slices.clear();
+    const bool defs = in_buf_.Dump(&slices).ok() && !slices.empty() &&
+                      MayBeSeriesDefsMessage(absl::string_view(
+                          reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()));
+    slices.clear();
+    return defs;
+  }
+
+  // A SeriesDefs with seq 0 (after the Hello) is read in place, its definitions' names never
+  // copied (series_defs_view.h). False, with in_buf_ untouched: not one, or not in the canonical
+  // encoding; the caller parses the message.
+  bool DefsFromWireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    thread_local std::vector<grpc::Slice> slices;
+    thread_local std::string flat;
+    thread_local SeriesDefsView view;
+    slices.clear();
+    if (!in_buf_.Dump(&slices).ok() || slices.empty()) {
+      slices.clear();
+      return false;
+    }
+    absl::string_view bytes;
+    if (slices.size() == 1) {
+      bytes = absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+    } else {
+      flat.clear();
+      for (const grpc::Slice& slice : slices) {
+        flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+      bytes = flat;
+    }
+    const bool read = ParseSeriesDefsMessage(bytes, &view);
+    if (read) {
+      absl::Status s = service_->core_->ApplySeriesDefs(*node_, id_, view);
+      if (!s.ok()) {
+        end_reason_ = EndReasonFor(s);
+        FinishLocked(ToGrpc(s));
+      }
+      in_buf_.Clear();  // the message's storage goes now, not at the next message
+    }
+    view.defs.clear();
+    view.info = nullptr;
+    view.info_storage.Clear();
+    slices.clear();
+    if (flat.capacity() > (1u << 20)) std::string().swap(flat);
+    return read;
+  }
+
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || writing_) return;
     if (hello_ack_pending_) {
@@ -300,10 +384,63 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   uint64_t epoch_ = 0;
 };
 
-IngestService::IngestService(IngestCore* core, IngestStats* stats, IngestServiceOptions options)
-    : core_(core), stats_(stats), options_(std::move(options)) {}
+namespace {
 
-IngestService::~IngestService() = default;
+int AdmissionThreads(int configured) {
+  if (configured > 0) return configured;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 4);
+}
+
+}  // namespace
+
+IngestService::Admission::Admission(int threads) {
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Loop(); });
+}
+
+IngestService::Admission::~Admission() { Stop(); }
+
+void IngestService::Admission::Push(std::shared_ptr<IngestSession> session) {
+  absl::MutexLock l(&mu_);
+  if (stop_) return;  // shutting down: the session is being ended
+  queue_.push_back(std::move(session));
+}
+
+void IngestService::Admission::Stop() {
+  std::deque<std::shared_ptr<IngestSession>> dropped;
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    dropped.swap(queue_);
+  }
+  for (std::thread& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void IngestService::Admission::Loop() {
+  for (;;) {
+    std::shared_ptr<IngestSession> next;
+    {
+      absl::MutexLock l(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Admission* a)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) { return a->stop_ || !a->queue_.empty(); },
+          this));
+      if (stop_) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    next->AdmitQueued();
+  }
+}
+
+IngestService::IngestService(IngestCore* core, IngestStats* stats, IngestServiceOptions options)
+    : core_(core),
+      stats_(stats),
+      options_(std::move(options)),
+      admission_(AdmissionThreads(options_.admission_threads)) {}
+
+IngestService::~IngestService() { admission_.Stop(); }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stream(
     grpc::CallbackServerContext* context) {
@@ -360,6 +497,7 @@ void IngestService::Shutdown() {
     s->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "aggregator shutting down"),
            EndReason::kShutdown);
   }
+  admission_.Stop();  // the sessions it held are ended
 }
 
 size_t IngestService::open_sessions() const {

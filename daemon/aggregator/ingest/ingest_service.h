@@ -13,14 +13,24 @@
 //     time, so acks coalesce under load: an Ack is sent after each message (or journal commit)
 //     that moves the watermark, unless a write is in flight, in which case its completion sends
 //     the latest.
+//
+// A session's SeriesDefs after its Hello (a node's definitions, the one heavy message: 1,500 of
+// them) is taken in on the service's admission threads, not in the reaction: gRPC's callback
+// threads are also the ones that read every socket, so with thousands of nodes admitting at once
+// (a cluster reconnecting) work queued on them held back every connection's HTTP/2 frames, the
+// agents' keepalive pings among them, past the agents' keepalive timeout. The session reads its
+// next message once the definitions are in.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_INGEST_INGEST_SERVICE_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_INGEST_INGEST_SERVICE_H_
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -47,6 +57,8 @@ struct IngestServiceOptions {
   // (limit_rejections{max_message_bytes}); 0: none. gRPC's own limit should be above it (it cuts
   // a stream off without telling the service why).
   size_t max_message_bytes = 0;
+  // Threads that admit definitions (see above); 0: one per four cores, at least one.
+  int admission_threads = 0;
 };
 
 class IngestSession;
@@ -72,6 +84,24 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   friend class IngestSession;
   void Remove(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Sessions with a SeriesDefs to take in, and the threads that do it (in arrival order).
+  class Admission {
+   public:
+    explicit Admission(int threads);
+    ~Admission();
+    int threads() const { return static_cast<int>(workers_.size()); }
+    void Push(std::shared_ptr<IngestSession> session) ABSL_LOCKS_EXCLUDED(mu_);
+    // Drops what is queued (those sessions are ending) and joins the threads.
+    void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+   private:
+    void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+    absl::Mutex mu_;
+    std::deque<std::shared_ptr<IngestSession>> queue_ ABSL_GUARDED_BY(mu_);
+    bool stop_ ABSL_GUARDED_BY(mu_) = false;
+    std::vector<std::thread> workers_;
+  };
+
   IngestCore* const core_;
   IngestStats* const stats_;
   const IngestServiceOptions options_;
@@ -80,6 +110,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, std::weak_ptr<IngestSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  Admission admission_;  // last: its threads stop before the rest goes
 };
 
 }  // namespace ringside::daemon

@@ -767,10 +767,21 @@ class RecordingObserver final : public IngestObserver {
     absl::MutexLock l(&mu);
     link_events += events.events_size();
   }
+  void OnInfo(absl::string_view node, const v1::SeriesDefs& defs) override {
+    absl::MutexLock l(&mu);
+    for (const v1::InfoRecord& r : defs.info()) {
+      info.push_back(absl::StrCat(
+          node, " ", r.source(), "/", r.device(),
+          " rdma_device=", r.labels().count("rdma_device") ? r.labels().at("rdma_device") : "-"));
+    }
+    ++info_sets;
+  }
   absl::Mutex mu;
   std::vector<Sample> samples;
   int collectives = 0;
   int link_events = 0;
+  int info_sets = 0;
+  std::vector<std::string> info;
 };
 
 TEST_F(IngestServiceTest, ObserverSeesEachAcceptedSampleAndPayloadOnce) {
@@ -798,6 +809,165 @@ TEST_F(IngestServiceTest, ObserverSeesEachAcceptedSampleAndPayloadOnce) {
   EXPECT_EQ(observer.samples[1].interval_ns, 2 * kSecond);
   EXPECT_EQ(observer.collectives, 5);
   EXPECT_EQ(observer.link_events, 2);
+}
+
+// An agent that reconnects (the same epoch) sends its definitions again: every series keeps its
+// state, nothing is counted as defined again, and the next samples continue the rates.
+TEST_F(IngestServiceTest, ReconnectWithIdenticalDefinitionsKeepsEverySeriesState) {
+  Start(Options());
+  std::vector<v1::SeriesDef> defs;
+  for (uint32_t id = 0; id < 200; ++id) defs.push_back(CounterDef(id, absl::StrCat("c", id), 32));
+  auto values = [](uint64_t base) {
+    std::vector<std::pair<uint32_t, uint64_t>> v;
+    for (uint32_t id = 0; id < 200; ++id) v.emplace_back(id, base + id);
+    return v;
+  };
+  {
+    RawAgent agent(port());
+    Hello(agent, "n", 1);
+    ASSERT_TRUE(agent.Send(DefsMsg(defs)));
+    ASSERT_TRUE(agent.Send(SamplesMsg(1, kT0, values(1000))));
+    ASSERT_TRUE(agent.Send(SamplesMsg(2, kT0 + kSecond, values(1100))));
+    ASSERT_TRUE(agent.WaitAck(2));
+  }
+  EXPECT_EQ(Counter(agg_->stats().series_defined), 200u);
+  RawAgent again(port());
+  EXPECT_EQ(Hello(again, "n", 1), 2u);
+  ASSERT_TRUE(again.Send(DefsMsg(defs)));
+  ASSERT_TRUE(again.Send(SamplesMsg(3, kT0 + 3 * kSecond, values(1300))));
+  ASSERT_TRUE(again.WaitAck(3));
+  EXPECT_EQ(Counter(agg_->stats().series_defined), 200u);
+  EXPECT_EQ(Counter(agg_->stats().series_redefined), 0u);
+  auto series = agg_->core().Series("n");
+  ASSERT_TRUE(series.ok());
+  ASSERT_EQ(series->size(), 200u);
+  for (uint32_t id : {0u, 77u, 199u}) {
+    const analysis::SeriesView* v = FindSeries(*series, id);
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(v->state.total, 300u) << id;  // 1000 + id .. 1300 + id, across the reconnect
+    EXPECT_EQ(v->first_raw, 1000u + id);
+    EXPECT_EQ(v->state.steps, 2) << id;
+    EXPECT_NEAR(v->state.LatestRate(), 100.0f, 1.0f);  // 200 over the 2 s since the last sample
+  }
+}
+
+// Definitions come off the wire without the protobuf message; what is refused stays refused, with
+// the definitions before it taken in, as before.
+TEST_F(IngestServiceTest, DefinitionsWithLongNamesOrUnknownKindsAreRefusedAsBefore) {
+  Start(Options());
+  RawAgent agent(port());
+  Hello(agent, "n", 1);
+  ASSERT_TRUE(agent.Send(DefsMsg({CounterDef(1, "ok", 32), CounterDef(2, std::string(300, 'x'), 32),
+                                  CounterDef(3, "after", 32)})));
+  grpc::Status s = agent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "series 2: a name of 300 bytes exceeds 256");
+  EXPECT_EQ(agg_->core().Node("n")->series, 1u);
+
+  RawAgent kind(port());
+  Hello(kind, "k", 1);
+  v1::SeriesDef odd = CounterDef(2, "odd", 32);
+  odd.set_kind(static_cast<v1::SeriesKind>(9));
+  ASSERT_TRUE(kind.Send(DefsMsg({CounterDef(1, "ok", 32), odd})));
+  s = kind.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "series 2: unknown kind 9");
+  EXPECT_EQ(agg_->core().Node("k")->series, 1u);
+
+  RawAgent sequenced(port());
+  Hello(sequenced, "q", 1);
+  v1::AgentMessage m = DefsMsg({CounterDef(1, "ok", 32)});
+  m.set_seq(4);
+  ASSERT_TRUE(sequenced.Send(m));
+  s = sequenced.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "Hello and SeriesDefs carry seq 0"))
+      << s.error_message();
+}
+
+TEST_F(IngestServiceTest, ObserverGetsTheInfoRecordsOnlyWhenTheyAreTheCompleteSet) {
+  RecordingObserver observer;
+  AggregatorOptions o = Options();
+  o.observer = &observer;
+  Start(o);
+  RawAgent agent(port());
+  Hello(agent, "n", 1);
+  v1::AgentMessage m = DefsMsg({CounterDef(1, "link_downed", 8)});
+  v1::InfoRecord* r = m.mutable_series_defs()->add_info();
+  r->set_source("netdev");
+  r->set_device("eth0");
+  (*r->mutable_labels())["rdma_device"] = "mlx5_0";
+  ASSERT_TRUE(agent.Send(m));  // no has_info: not the complete set
+  m.mutable_series_defs()->set_has_info(true);
+  ASSERT_TRUE(agent.Send(m));
+  ASSERT_TRUE(agent.Send(SamplesMsg(1, kT0, {{1, 1}})));
+  ASSERT_TRUE(agent.WaitAck(1));
+  agg_->Shutdown();
+  absl::MutexLock l(&observer.mu);
+  EXPECT_EQ(observer.info_sets, 1);
+  EXPECT_EQ(observer.info, std::vector<std::string>{"n netdev/eth0 rdma_device=mlx5_0"});
+  EXPECT_EQ(observer.samples.size(), 1u);
+}
+
+// Holds every OnInfo until released: a stand-in for admissions slower than the machine can keep
+// up with (a cluster reconnecting).
+class BlockingInfoObserver final : public IngestObserver {
+ public:
+  void OnInfo(absl::string_view, const v1::SeriesDefs&) override {
+    absl::MutexLock l(&mu);
+    ++entered;
+    mu.Await(absl::Condition(&released));
+  }
+  absl::Mutex mu;
+  int entered ABSL_GUARDED_BY(mu) = 0;
+  bool released ABSL_GUARDED_BY(mu) = false;
+};
+
+// Definitions are admitted off gRPC's callback threads, which read every socket: admissions held
+// up hold neither other streams' batches and acks nor new streams' Hellos (nor, in production, the
+// agents' keepalive pings: issue #26's 2,717 streams ended by "keepalive watchdog timeout").
+TEST_F(IngestServiceTest, SlowAdmissionsHoldNoOtherStream) {
+  BlockingInfoObserver observer;
+  AggregatorOptions o = Options();
+  o.observer = &observer;
+  Start(o);
+  RawAgent b(port(), absl::Seconds(15));
+  Hello(b, "b", 1);
+  ASSERT_TRUE(b.Send(DefsMsg({CounterDef(1, "c", 32)})));  // no info records: not held
+  ASSERT_TRUE(b.Send(SamplesMsg(1, kT0, {{1, 1}})));
+  ASSERT_TRUE(b.WaitAck(1));
+  // More admissions held than gRPC has callback threads on a small machine.
+  std::vector<std::unique_ptr<RawAgent>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<RawAgent>(port()));
+    Hello(*slow.back(), absl::StrCat("slow", i), 1);
+    v1::AgentMessage m = DefsMsg({CounterDef(1, "c", 32)});
+    m.mutable_series_defs()->set_has_info(true);
+    ASSERT_TRUE(slow.back()->Send(m));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock l(&observer.mu);
+    return observer.entered >= 1;
+  }));
+  for (uint64_t seq = 2; seq <= 5; ++seq) {
+    ASSERT_TRUE(b.Send(SamplesMsg(seq, kT0 + static_cast<int64_t>(seq) * kSecond, {{1, seq}})));
+    ASSERT_TRUE(b.WaitAck(seq));
+  }
+  RawAgent c(port(), absl::Seconds(10));
+  EXPECT_EQ(Hello(c, "c", 1), 0u);
+  {
+    absl::MutexLock l(&observer.mu);
+    observer.released = true;
+  }
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock l(&observer.mu);
+    return observer.entered == 4;
+  }));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(
+        Eventually([&] { return agg_->core().Node(absl::StrCat("slow", i))->series == 1; }));
+  }
+  EXPECT_EQ(agg_->core().Series("b")->front().state.total, 4u);
 }
 
 TEST_F(IngestServiceTest, MemoryOnlyModeSaysSo) {
