@@ -129,6 +129,7 @@ TEST(FuzzCorpusTest, JournalSegment) { Replay("journal_segment", JournalSegment,
 TEST(FuzzCorpusTest, TraceImport) { Replay("trace_import", TraceImport, 10000); }
 TEST(FuzzCorpusTest, DetectionConfig) { Replay("detection_config", DetectionConfig, 10000); }
 TEST(FuzzCorpusTest, ScenarioYaml) { Replay("scenario_yaml", ScenarioYaml, 10000); }
+TEST(FuzzCorpusTest, SeriesDefsWire) { Replay("series_defs_wire", SeriesDefsWire, 10000); }
 
 }  // namespace
 }  // namespace ringside::fuzz

@@ -18,6 +18,13 @@ namespace ringside::fuzz {
 // until one is refused. Accepted: every message parsed and applied with OK.
 bool IngestSession(const uint8_t* data, size_t size);
 
+// The admission path's in-place SeriesDefs reader (daemon/aggregator/ingest/series_defs_view.h):
+// the input is one serialized AgentMessage. When the reader takes it, protobuf must parse the
+// same bytes to the same definitions (ids, names, kinds, widths, flags), counts and info records,
+// and the reader must stop exactly at the first definition the ingest checks refuse. Accepted:
+// the reader took it and every definition is well formed.
+bool SeriesDefsWire(const uint8_t* data, size_t size);
+
 // The agent's collective socket: the input is the byte stream one plugin connection sends. Frames
 // are cut with DecodeBatchHeader and decoded with DecodeFrame (as the listener does), and the
 // whole input also goes through DecodeFrameToProto. A decoded frame must re-encode to the very

@@ -179,6 +179,29 @@ void WriteIngest() {
   dir.resize(dir.size() - std::string("/ingest_session").size());
 }
 
+// --- series_defs_wire: one AgentMessage's bytes (the admission path's in-place reader) ---------
+void WriteSeriesDefsWire() {
+  Write("ok-defs", Defs().SerializeAsString());
+  v1::AgentMessage with_info = Defs();
+  with_info.mutable_series_defs()->set_has_info(true);
+  v1::InfoRecord* info = with_info.mutable_series_defs()->add_info();
+  info->set_source("netdev");
+  info->set_device("eth2");
+  (*info->mutable_labels())["rdma_device"] = "mlx5_0";
+  Write("ok-defs-info", with_info.SerializeAsString());
+  v1::AgentMessage empty;
+  empty.mutable_series_defs();
+  Write("ok-empty", empty.SerializeAsString());
+  Write("bad-width", Defs(65).SerializeAsString());  // read in place, refused by the checks
+  v1::AgentMessage bad_kind = Defs();
+  bad_kind.mutable_series_defs()->mutable_defs(1)->set_kind(static_cast<v1::SeriesKind>(9));
+  Write("bad-kind", bad_kind.SerializeAsString());
+  v1::AgentMessage sequenced = Defs();
+  sequenced.set_seq(5);  // not the admission path's: declined, protobuf's turn
+  Write("bad-sequenced", sequenced.SerializeAsString());
+  Write("bad-hello", Hello().SerializeAsString());
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -556,5 +579,6 @@ int main(int argc, char** argv) {
   InDir("trace_import", WriteTrace);
   InDir("detection_config", WriteDetection);
   InDir("scenario_yaml", WriteScenario);
+  InDir("series_defs_wire", WriteSeriesDefsWire);
   return 0;
 }
