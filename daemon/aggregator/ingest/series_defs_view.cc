@@ -25,9 +25,31 @@ bool ReadVarint(const char*& p, const char* end, uint64_t* v) {
   return false;
 }
 
+// A tag or a length: protobuf reads these as 32-bit varints of at most 5 bytes, the fifth
+// holding the top 4 bits of a tag (below 0x10) or 3 of a length (below 0x08: under 2 GiB), and
+// refuses the message otherwise — so must this reader, even where the bits past them are zero
+// (a 6-byte encoding of tag 8 was taken here and refused by protobuf: found by the fuzzer).
+bool ReadVarint32(const char*& p, const char* end, uint32_t fifth_below, uint64_t* v) {
+  uint64_t r = 0;
+  for (int i = 0; i < 5 && p < end; ++i) {
+    const uint8_t b = static_cast<uint8_t>(*p++);
+    if (i == 4 && b >= fifth_below) return false;
+    r |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
+    if (b < 0x80) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ReadTag(const char*& p, const char* end, uint64_t* tag) {
+  return ReadVarint32(p, end, 0x10, tag);
+}
+
 bool ReadLen(const char*& p, const char* end, absl::string_view* out) {
   uint64_t n;
-  if (!ReadVarint(p, end, &n) || n > static_cast<uint64_t>(end - p)) return false;
+  if (!ReadVarint32(p, end, 0x08, &n) || n > static_cast<uint64_t>(end - p)) return false;
   *out = absl::string_view(p, static_cast<size_t>(n));
   p += n;
   return true;
@@ -59,7 +81,7 @@ bool ReadDefinition(absl::string_view bytes, analysis::SeriesDefinitionRef* def,
   while (p < end) {
     uint64_t tag;
     uint64_t v;
-    if (!ReadVarint(p, end, &tag)) return false;
+    if (!ReadTag(p, end, &tag)) return false;
     switch (tag) {
       case Tag(1, kVarint):
         if (!ReadVarint(p, end, &v)) return false;
@@ -171,7 +193,7 @@ bool ParseSeriesDefsMessage(absl::string_view bytes, SeriesDefsView* out) {
   while (p < end) {
     uint64_t tag;
     uint64_t v;
-    if (!ReadVarint(p, end, &tag)) return false;
+    if (!ReadTag(p, end, &tag)) return false;
     if (tag == Tag(1, kVarint)) {
       if (!ReadVarint(p, end, &v) || v != 0) return false;
     } else if (tag == Tag(11, kLen) && !has_body) {
@@ -192,7 +214,7 @@ bool ParseSeriesDefsMessage(absl::string_view bytes, SeriesDefsView* out) {
     uint64_t tag;
     uint64_t v;
     absl::string_view field;
-    if (!ReadVarint(p, end, &tag)) return false;
+    if (!ReadTag(p, end, &tag)) return false;
     if (tag == Tag(1, kLen)) {
       if (!ReadLen(p, end, &field)) return false;
       int32_t kind;
