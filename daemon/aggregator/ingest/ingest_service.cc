@@ -172,19 +172,20 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
  private:
   // Handles the first message. Returns the session this one replaces, if any.
-  std::shared_ptr<SessionLink> HelloLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  std::shared_ptr<SessionLink> HelloLocked(const v1::AgentMessage& in)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     IngestStats* stats = service_->stats_;
-    if (!in_.has_hello()) {
+    if (!in.has_hello()) {
       IngestStats::Add(stats->refusals, RefusalReason::kNoHello);
       FinishLocked(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
           absl::StrCat("the first message of a stream must be a Hello, not ",
-                       in_.body_case() == v1::AgentMessage::BODY_NOT_SET
+                       in.body_case() == v1::AgentMessage::BODY_NOT_SET
                            ? "an empty message"
-                           : in_.GetDescriptor()->FindFieldByNumber(in_.body_case())->name())));
+                           : in.GetDescriptor()->FindFieldByNumber(in.body_case())->name())));
       return nullptr;
     }
-    const v1::Hello& hello = in_.hello();
+    const v1::Hello& hello = in.hello();
     if (service_->options_.roles) {
       grpc::Status role = service_->options_.roles->CheckIngest(*context_);
       if (!role.ok()) {
@@ -235,7 +236,12 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       }
       return nullptr;
     }
-    grpc::Status parsed = grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in_);
+    // Parsed into this thread's message, not one a session: a batch of 1,500 samples keeps ~24 KB
+    // of repeated-field storage, which per session was 16 bytes a series held by streams that
+    // send every few seconds (ringside-shard-capacity-bench). Nothing keeps the message past
+    // this call (the core copies what it stores), and mu_ rules out a nested call on this thread.
+    thread_local v1::AgentMessage in;
+    grpc::Status parsed = grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in);
     if (!parsed.ok()) {
       IngestStats::Add(service_->stats_->unparsable);
       if (!node_) IngestStats::Add(service_->stats_->refusals, RefusalReason::kNoHello);
@@ -247,18 +253,18 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       return nullptr;
     }
     if (!node_) {
-      replaced = HelloLocked();
+      replaced = HelloLocked(in);
     } else {
-      absl::Status s = service_->core_->Apply(*node_, epoch_, id_, in_);
+      absl::Status s = service_->core_->Apply(*node_, epoch_, id_, in);
       if (!s.ok()) {
         end_reason_ = EndReasonFor(s);
         FinishLocked(ToGrpc(s));
       }
       // Definitions come once a session and are large (1,500 series: ~380 KB parsed); sample
       // batches come every interval and reuse the message's storage. Keep the storage for the
-      // latter only: with definitions held until the next message, 10,000 idle streams took
-      // 6.15 GiB (bench/shard_capacity_bench.cc).
-      if (in_.has_series_defs()) v1::AgentMessage().Swap(&in_);
+      // latter only (definitions held by each session once took 6.15 GiB for 10,000 idle
+      // streams, bench/shard_capacity_bench.cc; held by each thread they are still not needed).
+      if (in.has_series_defs() || bytes > (size_t{1} << 20)) v1::AgentMessage().Swap(&in);
     }
     if (!finished_) {
       MaybeWriteLocked();
@@ -366,7 +372,6 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   absl::Mutex mu_;
   std::shared_ptr<IngestSession> self_;  // keeps the reactor alive until OnDone
   grpc::ByteBuffer in_buf_;
-  v1::AgentMessage in_;
   uint64_t messages_ = 0;
   v1::AggregatorMessage out_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer out_buf_ ABSL_GUARDED_BY(mu_);
