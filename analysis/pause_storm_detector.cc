@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analysis/compact_time.h"
 
 namespace ringside::analysis {
 namespace {
@@ -62,22 +63,23 @@ constexpr absl::string_view kInferred = "inferred_spread/";
 }  // namespace
 
 struct PauseStormDetector::Dir {
+  // Times and durations in 8 bytes (compact_time.h) and the flags together: a port has a Dir
+  // per priority and direction, and 12,500 nodes hold about a million (176 -> 88 bytes each).
   bool has_duration = false;
-  double fraction = 0;  // of the latest sample
-  absl::Time time = absl::InfinitePast();
-  int run = 0;  // consecutive samples at or above storm_fraction
-  absl::Time run_start = absl::InfinitePast();
   bool active = false;  // at or above origin_min_fraction now
-  absl::Time active_start = absl::InfinitePast();
-  absl::Time last_pause = absl::InfinitePast();
+  bool paused = false;  // at or above spread_fraction now
+  int run = 0;          // consecutive samples at or above storm_fraction
+  double fraction = 0;  // of the latest sample
+  CompactTime time = absl::InfinitePast();
+  CompactTime run_start = absl::InfinitePast();
+  CompactTime active_start = absl::InfinitePast();
+  CompactTime last_pause = absl::InfinitePast();
   double frames_rate = 0;
-  absl::Time frames_time = absl::InfinitePast();
-  absl::Time frames_start = absl::InfinitePast();
-  absl::Duration interval;  // of the latest duration sample
-  bool paused = false;      // at or above spread_fraction now
-  absl::Time paused_start = absl::InfinitePast();
+  CompactTime frames_time = absl::InfinitePast();
+  CompactTime frames_start = absl::InfinitePast();
+  CompactDuration interval;  // of the latest duration sample
+  CompactTime paused_start = absl::InfinitePast();
 };
-
 // One priority of a port. The aggregator's hint for a per-priority series names its Prio (the
 // port through `port`), so that the Dir a step updates is prefetched with it.
 struct PauseStormDetector::Prio {
@@ -534,7 +536,7 @@ bool PauseStormDetector::Leafless(const Port& p) const {
 bool PauseStormDetector::InWindow(const Prio& victim, absl::Time onset) const {
   if (onset == absl::InfinitePast() || victim.rx.paused_start == absl::InfinitePast()) return false;
   return absl::AbsDuration(victim.rx.paused_start - onset) <=
-         options_.infer_samples * victim.rx.interval;
+         options_.infer_samples * absl::Duration(victim.rx.interval);
 }
 
 bool PauseStormDetector::Sends(const Port& p, int prio, absl::Time t) const {
@@ -664,8 +666,8 @@ void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Findi
   for (Port* m : s.members) {
     Prio* pp = FindPrio(*m, s.prio);
     if (pp != nullptr) {
-      last_pause = std::max({last_pause, pp->rx.last_pause, pp->tx.last_pause});
-      latest = std::max({latest, pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
+      last_pause = std::max<absl::Time>({last_pause, pp->rx.last_pause, pp->tx.last_pause});
+      latest = std::max<absl::Time>({latest, pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
     }
     last_pause = std::max(last_pause, m->storm_event_time);
   }
@@ -675,7 +677,7 @@ void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Findi
     Prio* pp = FindPrio(*m, s.prio);
     if (pp == nullptr) continue;
     const absl::Time seen =
-        std::max({pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
+        std::max<absl::Time>({pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
     if (seen < t - options_.recent) continue;  // gone quiet by going away: others decide
     if (seen - s.last_pause < options_.restoration_time) return;
   }
