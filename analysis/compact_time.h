@@ -19,7 +19,7 @@ namespace ringside::analysis {
 
 class CompactTime {
  public:
-  constexpr CompactTime() = default;  // InfinitePast
+  constexpr CompactTime() = default;  // the Unix epoch, as a default absl::Time
   CompactTime(absl::Time t) : ns_(Encode(t)) {}  // NOLINT: implicit by design
   operator absl::Time() const { return Decode(ns_); }  // NOLINT: implicit by design
 
@@ -36,7 +36,7 @@ class CompactTime {
     if (ns == kFuture) return absl::InfiniteFuture();
     return absl::FromUnixNanos(ns);
   }
-  int64_t ns_ = kPast;
+  int64_t ns_ = 0;
 };
 
 class CompactDuration {

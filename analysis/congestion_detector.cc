@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/compact_time.h"
 
 namespace ringside::analysis {
 namespace {
@@ -34,18 +35,19 @@ constexpr absl::string_view kHwNames[] = {"np_ecn_marked_roce_packets", "np_cnp_
 
 }  // namespace
 
-// What every step reads comes first (the aggregator prefetches the start of a record).
+// What every step reads comes first (the aggregator prefetches the start of a record). Times in
+// 8 bytes (compact_time.h): a port holds kSlots counters, 48 -> 32 bytes each.
 struct CongestionDetector::Port {
   bool open = false;
-  absl::Time last_input = absl::InfinitePast();
-  absl::Time last_high = absl::InfinitePast();
+  CompactTime last_input = absl::InfinitePast();
+  CompactTime last_high = absl::InfinitePast();
   double reported_peak = 0;
   struct Counter {
-    bool seen = false;
     double rate = 0;
     double peak = 0;
+    CompactTime time = absl::InfinitePast();
     int run = 0;
-    absl::Time time = absl::InfinitePast();
+    bool seen = false;
   };
   Counter counters[kSlots];
   std::string node;
@@ -131,7 +133,7 @@ void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
                        options_.sustain_samples > 0 && step.interval > absl::ZeroDuration();
   }
   const absl::Time t = step.time;
-  p.last_input = std::max(p.last_input, t);
+  p.last_input = std::max<absl::Time>(p.last_input, t);
   Port::Counter& c = p.counters[slot];
   c.seen = true;
   c.time = t;
@@ -211,8 +213,8 @@ bool CongestionDetector::Restore(const Finding& open) {
   }
   slot->entity = open.entity;
   slot->open = true;
-  slot->last_high = std::max(slot->last_high, open.at);
-  slot->last_input = std::max(slot->last_input, open.at);
+  slot->last_high = std::max<absl::Time>(slot->last_high, open.at);
+  slot->last_input = std::max<absl::Time>(slot->last_input, open.at);
   slot->reported_peak = options_.min_rate;
   return true;
 }

@@ -39,7 +39,8 @@ namespace ringside::analysis {
 // a normal step counting nothing (Δ 0), would change nothing in the detector but the times it was
 // last seen (the series and its port are idle, and no finding is open on that port). A caller
 // may then leave such steps out, as long as it still delivers one every so often (the aggregator:
-// every 10 s at most, far inside every stale_after) so that the port does not look gone.
+// one each time the series' samples cross a 10 s boundary, at the series' own phase, far inside
+// every stale_after) so that the port does not look gone.
 struct RecordHint {
   void* record = nullptr;
   uint32_t epoch = 0;

@@ -41,7 +41,7 @@ double SpanRate(const std::deque<Counted>* recent, absl::Time known_since, absl:
 
 void LinkDetector::Breach(Link& l, absl::Time t, Severity sev, const std::string& rule,
                           double value, double limit, std::vector<Finding>& out) {
-  l.last_breach = std::max(l.last_breach, t);
+  l.last_breach = std::max<absl::Time>(l.last_breach, t);
   l.degraded_evidence[rule] = value;
   l.degraded_evidence[rule + "_limit"] = limit;
   const bool open = !l.degraded_open;
@@ -93,7 +93,7 @@ void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
   if (step.kind == DeltaKind::kSaturated) {
     es->stuck = step.delta == 0;
     if (es->stuck && l.degraded_open) {
-      l.last_breach = std::max(l.last_breach, t);  // blind: cannot show the link clean
+      l.last_breach = std::max<absl::Time>(l.last_breach, t);  // blind: cannot show the link clean
       l.degraded_evidence[absl::StrCat(ErrorName(code), "_saturated")] = 1;
     }
   } else {

@@ -75,7 +75,7 @@ void LinkDetector::Transition(Link& l, LinkState to, absl::Time lo, absl::Time h
   if (to == LinkState::kUnknown || to == l.state) return;
   const LinkState from = l.state;
   l.state = to;
-  l.state_time = std::max(l.state_time, at);
+  l.state_time = std::max<absl::Time>(l.state_time, at);
   if (to == LinkState::kUp) {
     l.was_up = true;
     if (from != LinkState::kDown) return;
@@ -85,7 +85,7 @@ void LinkDetector::Transition(Link& l, LinkState to, absl::Time lo, absl::Time h
         d.up_at = at;
       }
     }
-    l.last_transition = std::max(l.last_transition, at);
+    l.last_transition = std::max<absl::Time>(l.last_transition, at);
     if (l.down_open) {
       l.down_open = false;
       Finding f = Make(l, IncidentKind::kLinkDown, at, false);
@@ -122,7 +122,7 @@ void LinkDetector::Transition(Link& l, LinkState to, absl::Time lo, absl::Time h
       completed = true;
     }
   }
-  l.last_transition = std::max(l.last_transition, at);
+  l.last_transition = std::max<absl::Time>(l.last_transition, at);
   if (!l.down_open && !l.flapping_open) {
     l.down_open = true;
     claimed->reported = true;
@@ -143,9 +143,9 @@ void LinkDetector::ObserveDowns(Link& l, uint32_t n, absl::Time lo, absl::Time h
     if (claimed == n) break;
     if ((d.witnesses & witness) || d.hi < lo || d.lo > hi) continue;
     d.witnesses |= witness;
-    if (std::max(d.lo, lo) <= std::min(d.hi, hi)) {
-      d.lo = std::max(d.lo, lo);
-      d.hi = std::min(d.hi, hi);
+    if (std::max<absl::Time>(d.lo, lo) <= std::min<absl::Time>(d.hi, hi)) {
+      d.lo = std::max<absl::Time>(d.lo, lo);
+      d.hi = std::min<absl::Time>(d.hi, hi);
     }
     ++claimed;
   }
@@ -163,7 +163,7 @@ void LinkDetector::ObserveDowns(Link& l, uint32_t n, absl::Time lo, absl::Time h
     l.downs.push_back(d);
   }
   if (keep > 0) Attend(l);
-  l.last_transition = std::max(l.last_transition, hi);
+  l.last_transition = std::max<absl::Time>(l.last_transition, hi);
   if (confirmed) CompleteCycles(l, now, out);
 }
 
@@ -235,7 +235,7 @@ void LinkDetector::CompleteCycles(Link& l, absl::Time now, std::vector<Finding>&
                              " went down and came back up between two samples");
     Finding r = f;
     r.active = false;
-    r.at = std::max(d.hi, d.up_at);
+    r.at = std::max<absl::Time>(d.hi, d.up_at);
     out.push_back(std::move(f));
     out.push_back(std::move(r));
   }
@@ -265,7 +265,7 @@ void LinkDetector::ObserveCounter(const CounterStep& step, std::vector<Finding>&
       step.prepared >= 0 ? static_cast<Code>(step.prepared) : Classify(step.source, step.counter);
   if (code == kNone) return;
   Link& l = GetLink(step.node, step.source, step.device, step.port, step.port_token, step.hint);
-  l.last_input = std::max(l.last_input, step.time);
+  l.last_input = std::max<absl::Time>(l.last_input, step.time);
   const bool error = code >= kSymbolError && code <= kNv5Effective;
   // An error series seen before with nothing to look at (not stuck, no errors in its window): a
   // step that counts nothing changes nothing in ObserveError.
@@ -324,7 +324,7 @@ void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out)
   const Code code = s.prepared >= 0 ? static_cast<Code>(s.prepared) : Classify(s.source, s.counter);
   if (code == kNone) return;
   Link& l = GetLink(s.node, s.source, s.device, s.port, s.port_token, s.hint);
-  l.last_input = std::max(l.last_input, s.time);
+  l.last_input = std::max<absl::Time>(l.last_input, s.time);
   if (code == kIbRate) {
     l.rate_bits_per_s = s.value * 8;
     return;
@@ -365,7 +365,7 @@ void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out)
                                         : LinkState::kUnknown;
     const absl::Time lo = l.prev_sample_time == absl::InfinitePast()
                               ? s.time - options_.state_stale_after
-                              : l.prev_sample_time;
+                              : absl::Time(l.prev_sample_time);
     Transition(l, combined, lo, s.time, kWState, s.time, "sample", out);
     Confirm(l, s.time, out);
   }
@@ -376,7 +376,7 @@ void LinkDetector::ObserveState(const StateSample& s, std::vector<Finding>& out)
 void LinkDetector::ObserveEvent(const LinkEvent& e, std::vector<Finding>& out) {
   if (e.to == LinkState::kUnknown) return;
   Link& l = GetLink(e.node, e.source, e.device, e.port);
-  l.last_input = std::max(l.last_input, e.time);
+  l.last_input = std::max<absl::Time>(l.last_input, e.time);
   l.has_state_source = true;
   const uint16_t witness = EventWitness(e.source);
   const absl::Time lo = e.time - options_.event_slack;
@@ -397,8 +397,8 @@ void LinkDetector::ObserveEvent(const LinkEvent& e, std::vector<Finding>& out) {
     l.downs.push_back(d);
     Attend(l);
     std::sort(l.downs.begin(), l.downs.end(),
-              [](const Down& a, const Down& b) { return a.at < b.at; });
-    l.last_transition = std::max(l.last_transition, e.time);
+              [](const Down& a, const Down& b) { return absl::Time(a.at) < absl::Time(b.at); });
+    l.last_transition = std::max<absl::Time>(l.last_transition, e.time);
     CompleteCycles(l, e.time, out);
     return;
   }
@@ -507,26 +507,26 @@ bool LinkDetector::Restore(const Finding& open) {
   } else {
     return false;
   }
-  l->last_input = std::max(l->last_input, open.at);
+  l->last_input = std::max<absl::Time>(l->last_input, open.at);
   l->entity = open.entity;  // resolve under the very key the incident was opened with
   Attend(*l);
   switch (open.kind) {
     case IncidentKind::kLinkDown:
       l->was_up = true;
       l->state = LinkState::kDown;
-      l->state_time = std::max(l->state_time, open.at);
+      l->state_time = std::max<absl::Time>(l->state_time, open.at);
       l->down_open = true;
       break;
     case IncidentKind::kLinkFlapping:
       l->was_up = true;
       l->flapping_open = true;
       l->flapping_reported_cycles = std::max(options_.flap_cycles, 1);
-      l->last_transition = std::max(l->last_transition, open.at);
+      l->last_transition = std::max<absl::Time>(l->last_transition, open.at);
       break;
     default:
       l->degraded_open = true;
       l->degraded_severity = open.severity;
-      l->last_breach = std::max(l->last_breach, open.at);
+      l->last_breach = std::max<absl::Time>(l->last_breach, open.at);
       l->degraded_evidence = open.evidence;
       l->degraded_rule = "restored";
       break;

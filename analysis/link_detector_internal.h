@@ -14,6 +14,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "analysis/compact_time.h"
 #include "analysis/link_detector.h"
 
 namespace ringside::analysis {
@@ -209,9 +210,9 @@ class LazyDeque {
 }  // namespace link_internal
 
 struct LinkDetector::Down {
-  absl::Time lo, hi;  // when it happened, narrowed by each witness
-  absl::Time at;      // best estimate (an event's own time when one saw it)
-  absl::Time up_at;
+  CompactTime lo, hi;  // when it happened, narrowed by each witness
+  CompactTime at;      // best estimate (an event's own time when one saw it)
+  CompactTime up_at;
   uint16_t witnesses = 0;
   enum Status : uint8_t { kOpen, kPending, kCompleted } status = kPending;
   bool seen = false;      // seen as a down state (event or sample): link_down was handled there
@@ -220,14 +221,15 @@ struct LinkDetector::Down {
 
 // A link's record. The fields every sample reads come first and the state series are kept
 // inline, so that a sample that changes nothing touches a few adjacent cache lines: the detector
-// visits every link once per sampling interval, far more links than fit in the L2 cache.
+// visits every link once per sampling interval, far more links than fit in the L2 cache. Times
+// are kept in 8 bytes (compact_time.h).
 struct LinkDetector::Link {
   // --- read or written by every sample ---
-  absl::Time last_input = absl::InfinitePast();
-  absl::Time state_time = absl::InfinitePast();
-  absl::Time sample_time = absl::InfinitePast();
-  absl::Time prev_sample_time = absl::InfinitePast();
-  absl::Time last_transition = absl::InfinitePast();
+  CompactTime last_input = absl::InfinitePast();
+  CompactTime state_time = absl::InfinitePast();
+  CompactTime sample_time = absl::InfinitePast();
+  CompactTime prev_sample_time = absl::InfinitePast();
+  CompactTime last_transition = absl::InfinitePast();
   LinkState state = LinkState::kUnknown;
   bool was_up = false;
   bool has_state_source = false;
@@ -243,7 +245,7 @@ struct LinkDetector::Link {
   struct Series {
     link_internal::Code code;
     LinkState state;
-    absl::Time time;
+    CompactTime time;
   };
   // At most one per state code (infiniband_port state and phys_state, operstate, nvlink
   // link_state).
@@ -253,7 +255,7 @@ struct LinkDetector::Link {
 
   // --- read when something happens ---
   uint64_t carrier_residual = 0;  // carrier_changes not yet paired into a down and an up
-  absl::Time carrier_residual_since;
+  CompactTime carrier_residual_since;
   int flapping_reported_cycles = 0;
   uint64_t flap_cycles_total = 0;
 
@@ -275,13 +277,13 @@ struct LinkDetector::Link {
     // Since when the series' steps are known without a gap (the start of the first usable step,
     // or of the first after an unusable one), and its counting steps of the last
     // rate_min_interval: between them, steps counted 0.
-    absl::Time known_since = absl::InfiniteFuture();
+    CompactTime known_since = absl::InfiniteFuture();
     link_internal::LazyDeque<Counted> recent;
   };
   std::vector<ErrSeries> errs;
   double rate_bits_per_s = 0;
   Severity degraded_severity = Severity::kWarning;
-  absl::Time last_breach = absl::InfinitePast();
+  CompactTime last_breach = absl::InfinitePast();
   std::string degraded_rule;
   std::map<std::string, double> degraded_evidence;
 

@@ -183,13 +183,18 @@ class AnalysisHost final : public IngestObserver {
   // went to (analysis::RecordHint): the next step skips the port lookup, and OnSamples prefetches
   // the record a few samples ahead. Checked against the series identity, as slots can move.
   // A quiet series' normal Δ 0 steps are left out (RecordHint::quiet), but one still goes through
-  // every quiet_heartbeat_ so that its port is seen.
+  // each time the series' samples cross a quiet_heartbeat_ boundary (CrossesHeartbeat), so that
+  // its port is seen at least once a beat and a sampling interval. Nothing is kept per slot for
+  // it: a hint is 24 bytes (it was 32 with the time of the last step delivered).
   struct SlotHint {
     uint32_t identity = 0;
     uint32_t generation = 0;  // 0: empty
     analysis::RecordHint hint;
-    int64_t delivered_ns = 0;  // the last step handed to a detector
   };
+  static_assert(sizeof(SlotHint) == 24);
+  // Whether the step from s.prev_time_ns to s.time_ns crosses a boundary of the beat (at the
+  // series' own phase); true without a beat or a previous time.
+  bool CrossesHeartbeat(const analysis::ObservedSample& s) const;
   analysis::RecordHint* HintOf(std::vector<SlotHint>& hints, const analysis::ObservedSample& s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t NodeNumber(absl::string_view node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
