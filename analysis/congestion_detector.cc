@@ -52,7 +52,7 @@ struct CongestionDetector::Port {
   Counter counters[kSlots];
   std::string node;
   PortId id;
-  std::map<std::string, std::string> entity;
+  RecordEntity entity;  // of `id`, or as restored
 };
 
 CongestionDetector::CongestionDetector(CongestionOptions options, const PortDirectory* ports)
@@ -72,7 +72,7 @@ int32_t CongestionDetector::Prepare(absl::string_view source, absl::string_view 
 Finding CongestionDetector::Make(const Port& p, absl::Time at, bool active) const {
   Finding f;
   f.kind = IncidentKind::kCongestion;
-  f.entity = p.entity;
+  f.entity = p.entity.Get(p.id, p.node);
   f.at = at;
   f.active = active;
   f.severity = Severity::kWarning;
@@ -118,7 +118,6 @@ void CongestionDetector::ObserveCounter(const CounterStep& step, std::vector<Fin
       auto p = std::make_unique<Port>();
       p->node = std::string(step.node);
       p->id = ResolvePort(directory_, step.node, step.source, step.device, step.port);
-      p->entity = p->id.Entity(p->node);
       it = ports_.emplace(key_, std::move(p)).first;
     }
     found = it->second.get();
@@ -211,7 +210,7 @@ bool CongestionDetector::Restore(const Finding& open) {
     slot->node = node;
     slot->id = std::move(id);
   }
-  slot->entity = open.entity;
+  slot->entity.Restore(open.entity);
   slot->open = true;
   slot->last_high = std::max<absl::Time>(slot->last_high, open.at);
   slot->last_input = std::max<absl::Time>(slot->last_input, open.at);

@@ -44,7 +44,6 @@ LinkDetector::Link& LinkDetector::FindOrAddLink(absl::string_view node, absl::st
   auto link = std::make_unique<Link>();
   link->node = std::string(node);
   link->id = ResolvePort(ports_, node, source, device, port);
-  link->entity = link->id.Entity(node);
   Link& ref = *link;
   links_.emplace(key_, std::move(link));
   return ref;
@@ -53,7 +52,7 @@ LinkDetector::Link& LinkDetector::FindOrAddLink(absl::string_view node, absl::st
 Finding LinkDetector::Make(const Link& l, IncidentKind kind, absl::Time at, bool active) const {
   Finding f;
   f.kind = kind;
-  f.entity = l.entity;
+  f.entity = l.entity.Get(l.id, l.node);
   f.at = at;
   f.active = active;
   f.severity = Severity::kCritical;
@@ -508,7 +507,7 @@ bool LinkDetector::Restore(const Finding& open) {
     return false;
   }
   l->last_input = std::max<absl::Time>(l->last_input, open.at);
-  l->entity = open.entity;  // resolve under the very key the incident was opened with
+  l->entity.Restore(open.entity);  // resolve under the very key the incident was opened with
   Attend(*l);
   switch (open.kind) {
     case IncidentKind::kLinkDown:

@@ -290,7 +290,7 @@ struct LinkDetector::Link {
   // --- names ---
   std::string node;
   PortId id;
-  std::map<std::string, std::string> entity;  // as first named (or as restored)
+  RecordEntity entity;  // of `id`, or as restored
 };
 
 }  // namespace ringside::analysis
