@@ -667,7 +667,8 @@ void PauseStormDetector::CheckRestored(Storm& s, absl::Time t, std::vector<Findi
     Prio* pp = FindPrio(*m, s.prio);
     if (pp != nullptr) {
       last_pause = std::max<absl::Time>({last_pause, pp->rx.last_pause, pp->tx.last_pause});
-      latest = std::max<absl::Time>({latest, pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
+      latest = std::max<absl::Time>(
+          {latest, pp->rx.time, pp->tx.time, pp->rx.frames_time, pp->tx.frames_time});
     }
     last_pause = std::max(last_pause, m->storm_event_time);
   }

@@ -94,6 +94,7 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   so.now = o.steady_now;  // the Hello timeout is an interval
   so.max_message_bytes = o.limits.max_message_bytes;
   so.roles = o.roles;
+  so.admission_threads = o.admission_threads;
   a->service_ = std::make_unique<IngestService>(core, a->stats_.get(), so);
 
   grpc::ServerBuilder builder;

@@ -74,6 +74,9 @@ struct AggregatorOptions {
   uint32_t min_protocol_version = kMinProtocolVersion;
   uint32_t max_protocol_version = kProtocolVersion;
   IngestLimits limits;
+  // Threads that admit a node's definitions after its Hello (IngestServiceOptions); 0: one per
+  // four cores, at least one.
+  int admission_threads = 0;
   WindowOptions windows;
   absl::Duration stale_after = absl::Seconds(30);
   absl::Duration hello_timeout = absl::Seconds(10);

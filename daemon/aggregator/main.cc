@@ -107,6 +107,9 @@ ABSL_FLAG(int64_t, max_series_per_node, 10000, "Series one node may define.");
 ABSL_FLAG(int64_t, max_defs_per_message, 10000, "Series definitions in one SeriesDefs message.");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "Largest stream message accepted (bytes).");
 ABSL_FLAG(int64_t, max_sessions, 0, "Open ingest streams at most (0: 2 x --max-nodes + 64).");
+ABSL_FLAG(int, admission_threads, 0,
+          "Threads that admit a node's series definitions after its Hello, off gRPC's threads "
+          "(0: one per four cores, at least one).");
 ABSL_FLAG(int64_t, max_streams_per_connection, 16, "Concurrent streams on one connection.");
 ABSL_FLAG(int64_t, window_collective_records, 1024,
           "Recent collective records kept in memory per node for the detectors.");
@@ -344,6 +347,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ringside-aggregator: window and session limits cannot be negative\n");
     return 2;
   }
+  if (absl::GetFlag(FLAGS_admission_threads) < 0 || absl::GetFlag(FLAGS_admission_threads) > 64) {
+    std::fprintf(stderr, "ringside-aggregator: --admission-threads must be 0 (automatic) to 64\n");
+    return 2;
+  }
+  o.admission_threads = absl::GetFlag(FLAGS_admission_threads);
   o.limits.max_nodes = static_cast<size_t>(max_nodes);
   o.limits.max_series_per_node = static_cast<size_t>(max_series);
   o.limits.max_defs_per_message = static_cast<size_t>(max_defs);

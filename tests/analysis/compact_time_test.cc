@@ -28,8 +28,7 @@ TEST(CompactTimeTest, InfinitiesStayInfinite) {
   EXPECT_EQ(absl::Time(CompactTime(absl::InfinitePast())), absl::InfinitePast());
   EXPECT_EQ(absl::Time(CompactTime(absl::InfiniteFuture())), absl::InfiniteFuture());
   EXPECT_EQ(absl::Duration(CompactDuration(absl::InfiniteDuration())), absl::InfiniteDuration());
-  EXPECT_EQ(absl::Duration(CompactDuration(-absl::InfiniteDuration())),
-            -absl::InfiniteDuration());
+  EXPECT_EQ(absl::Duration(CompactDuration(-absl::InfiniteDuration())), -absl::InfiniteDuration());
   // Past the int64 range of nanoseconds (year 2262): saturated, and read back as infinite.
   EXPECT_EQ(absl::Time(CompactTime(absl::FromUnixSeconds(int64_t{1} << 40))),
             absl::InfiniteFuture());

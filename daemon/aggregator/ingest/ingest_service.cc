@@ -398,7 +398,8 @@ int AdmissionThreads(int configured) {
 
 }  // namespace
 
-IngestService::Admission::Admission(int threads) {
+IngestService::Admission::Admission(int threads, std::atomic<int64_t>* queued)
+    : queued_(queued) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Loop(); });
 }
 
@@ -408,6 +409,7 @@ void IngestService::Admission::Push(std::shared_ptr<IngestSession> session) {
   absl::MutexLock l(&mu_);
   if (stop_) return;  // shutting down: the session is being ended
   queue_.push_back(std::move(session));
+  if (queued_ != nullptr) queued_->fetch_add(1, std::memory_order_relaxed);
 }
 
 void IngestService::Admission::Stop() {
@@ -416,6 +418,9 @@ void IngestService::Admission::Stop() {
     absl::MutexLock l(&mu_);
     stop_ = true;
     dropped.swap(queue_);
+    if (queued_ != nullptr) {
+      queued_->fetch_sub(static_cast<int64_t>(dropped.size()), std::memory_order_relaxed);
+    }
   }
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
@@ -434,6 +439,7 @@ void IngestService::Admission::Loop() {
       if (stop_) return;
       next = std::move(queue_.front());
       queue_.pop_front();
+      if (queued_ != nullptr) queued_->fetch_sub(1, std::memory_order_relaxed);
     }
     next->AdmitQueued();
   }
@@ -443,7 +449,8 @@ IngestService::IngestService(IngestCore* core, IngestStats* stats, IngestService
     : core_(core),
       stats_(stats),
       options_(std::move(options)),
-      admission_(AdmissionThreads(options_.admission_threads)) {}
+      admission_(AdmissionThreads(options_.admission_threads),
+                 stats_ != nullptr ? &stats_->admissions_queued : nullptr) {}
 
 IngestService::~IngestService() { admission_.Stop(); }
 

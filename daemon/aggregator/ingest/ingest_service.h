@@ -87,7 +87,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   // Sessions with a SeriesDefs to take in, and the threads that do it (in arrival order).
   class Admission {
    public:
-    explicit Admission(int threads);
+    // `queued` (optional) follows the length of the queue.
+    Admission(int threads, std::atomic<int64_t>* queued);
     ~Admission();
     int threads() const { return static_cast<int>(workers_.size()); }
     void Push(std::shared_ptr<IngestSession> session) ABSL_LOCKS_EXCLUDED(mu_);
@@ -99,6 +100,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
     absl::Mutex mu_;
     std::deque<std::shared_ptr<IngestSession>> queue_ ABSL_GUARDED_BY(mu_);
     bool stop_ ABSL_GUARDED_BY(mu_) = false;
+    std::atomic<int64_t>* queued_;
     std::vector<std::thread> workers_;
   };
 

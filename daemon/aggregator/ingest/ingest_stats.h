@@ -93,6 +93,7 @@ struct IngestStats {
   CounterArray<EndReason> ends{};
   std::atomic<uint64_t> sessions_started{0};  // Hello accepted
   std::atomic<int64_t> sessions_active{0};    // streams open (with or without Hello)
+  std::atomic<int64_t> admissions_queued{0};  // definitions waiting for an admission thread
 
   template <typename Enum>
   static void Add(CounterArray<Enum>& a, Enum e, uint64_t n = 1) {

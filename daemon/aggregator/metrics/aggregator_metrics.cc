@@ -93,6 +93,9 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
       {"ringside_aggregator_sessions_active", MetricType::Gauge, "", "Nodes with a live session."},
       {"ringside_aggregator_streams_open", MetricType::Gauge, "",
        "Ingest streams open, with or without a Hello."},
+      {"ringside_aggregator_admissions_queued", MetricType::Gauge, "",
+       "Streams whose definitions (the SeriesDefs after their Hello) wait for an admission "
+       "thread (--admission-threads): high during a reconnection storm, 0 otherwise."},
       {"ringside_aggregator_open_fds", MetricType::Gauge, "",
        "File descriptors open: one per gRPC connection (agents, queries, idle or hostile clients "
        "until --handshake-timeout or --max-connection-idle closes them), plus journal and "
@@ -196,6 +199,8 @@ std::vector<MetricFamily> AggregatorCollectable::Collect() const {
   out.Add("ringside_aggregator_sessions_started_total", {}, Load(s.sessions_started));
   out.Add("ringside_aggregator_streams_open", {},
           static_cast<double>(s.sessions_active.load(std::memory_order_relaxed)));
+  out.Add("ringside_aggregator_admissions_queued", {},
+          static_cast<double>(s.admissions_queued.load(std::memory_order_relaxed)));
   out.Add("ringside_aggregator_open_fds", {}, OpenFds());
   rlimit lim = {};
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {

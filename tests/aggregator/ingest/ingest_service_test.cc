@@ -930,6 +930,7 @@ TEST_F(IngestServiceTest, SlowAdmissionsHoldNoOtherStream) {
   BlockingInfoObserver observer;
   AggregatorOptions o = Options();
   o.observer = &observer;
+  o.admission_threads = 1;  // --admission-threads: the one thread is held, the rest queue
   Start(o);
   RawAgent b(port(), absl::Seconds(15));
   Hello(b, "b", 1);
@@ -955,8 +956,13 @@ TEST_F(IngestServiceTest, SlowAdmissionsHoldNoOtherStream) {
   }
   RawAgent c(port(), absl::Seconds(10));
   EXPECT_EQ(Hello(c, "c", 1), 0u);
+  // One admission held on the one thread, three waiting for it. (Not read from /metrics here:
+  // the held admission holds its node's lock, which a render takes too.)
+  auto queued = [&] { return agg_->stats().admissions_queued.load(); };
+  EXPECT_TRUE(Eventually([&] { return queued() == 3; })) << queued();
   {
     absl::MutexLock l(&observer.mu);
+    EXPECT_EQ(observer.entered, 1);
     observer.released = true;
   }
   ASSERT_TRUE(Eventually([&] {
@@ -968,6 +974,8 @@ TEST_F(IngestServiceTest, SlowAdmissionsHoldNoOtherStream) {
         Eventually([&] { return agg_->core().Node(absl::StrCat("slow", i))->series == 1; }));
   }
   EXPECT_EQ(agg_->core().Series("b")->front().state.total, 4u);
+  EXPECT_EQ(queued(), 0);
+  EXPECT_TRUE(absl::StrContains(agg_->MetricsText(), "\nringside_aggregator_admissions_queued 0\n"));
 }
 
 TEST_F(IngestServiceTest, MemoryOnlyModeSaysSo) {
