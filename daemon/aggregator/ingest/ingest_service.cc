@@ -239,7 +239,8 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     // Parsed into this thread's message, not one a session: a batch of 1,500 samples keeps ~24 KB
     // of repeated-field storage, which per session was 16 bytes a series held by streams that
     // send every few seconds (ringside-shard-capacity-bench). Nothing keeps the message past
-    // this call (the core copies what it stores), and mu_ rules out a nested call on this thread.
+    // this call (the core and the journal copy what they store), and nothing called from here
+    // handles another stream's message on this thread.
     thread_local v1::AgentMessage in;
     grpc::Status parsed = grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&in_buf_, &in);
     if (!parsed.ok()) {
