@@ -52,6 +52,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/aggregator_process.h"
+#include "bench/page_touch.h"
 #include "bench/shard_load.h"
 #include "daemon/common/flags.h"
 #include "ringside/v1/ingest.pb.h"
@@ -112,6 +113,7 @@ struct Snapshot {
   absl::Time cpu_at;
   long switches = 0;
   long rss_kib = 0;
+  long long faults = 0;  // minor page faults
   double received = 0;
   double rejected = 0;
   double messages = 0;
@@ -131,6 +133,15 @@ void ReadProcess(const ringside::bench::AggregatorProcess& agg, Snapshot& s) {
   s.cpu_at = absl::Now();
   s.switches = ringside::bench::ContextSwitches(agg.pid());
   s.rss_kib = ringside::bench::RssKib(agg.pid());
+  s.faults = ringside::bench::ProcMinorFaults(agg.pid());
+}
+
+// "N minor faults (about S s of CPU at this machine's U us a page)": how much of the aggregator's
+// CPU went to memory it touched for the first time (bench/page_touch.h).
+std::string FaultCost(long long faults, double page_us) {
+  if (faults < 0 || page_us <= 0) return absl::StrCat(faults, " minor faults");
+  return absl::StrFormat("%lld minor faults (about %.1f s of CPU at this machine's %.1f us a page)",
+                         faults, static_cast<double>(faults) * page_us * 1e-6, page_us);
 }
 
 Snapshot TakeStart(const ringside::bench::AggregatorProcess& agg) {
@@ -157,13 +168,15 @@ void PrintProcess(const char* who, pid_t pid) {
 // failed. `what` names it ("admission", "reconnect").
 AdmissionResult AdmitAndReport(const char* what, LoadTotals& totals, Fleet& fleet,
                                Driver& driver, const ringside::bench::AggregatorProcess& agg,
-                               bool batches, int n_series) {
+                               bool batches, int n_series, double page_us) {
   const double cpu0 = ringside::bench::ProcCpuSeconds(agg.pid());
+  const long long faults0 = ringside::bench::ProcMinorFaults(agg.pid());
   const AdmissionResult r =
       ringside::bench::Admit(totals, fleet, driver, agg.grpc_port(), batches,
                              absl::GetFlag(FLAGS_connect_window),
                              absl::GetFlag(FLAGS_admission_timeout));
   const double cpu = ringside::bench::ProcCpuSeconds(agg.pid()) - cpu0;
+  const long long faults = ringside::bench::ProcMinorFaults(agg.pid()) - faults0;
   const double series = ringside::bench::Metric(
       ringside::bench::HttpGet(agg.http_port(), "/metrics"), "ringside_aggregator_series");
   const int n = static_cast<int>(fleet.agents.size());
@@ -173,6 +186,7 @@ AdmissionResult AdmitAndReport(const char* what, LoadTotals& totals, Fleet& flee
               batches ? ", first batch acked" : " written", r.wall_s, cpu,
               n > 0 ? cpu / n * 1e3 : 0.0, static_cast<long long>(r.failed),
               r.timed_out ? " (TIMED OUT)" : "", series);
+  std::printf("  %-11s %s\n", "", FaultCost(faults, page_us).c_str());
   return r;
 }
 
@@ -225,6 +239,10 @@ int RunPaced() {
               shape.idle, n_series);
   RaiseFdLimit();
   std::printf("  load average at start: %s\n", LoadAverage().c_str());
+  const double page_us = ringside::bench::PageTouchMicros();
+  std::printf("  this machine: a first write to a fresh 4 KiB page costs %.1f us of CPU (%.1f s a "
+              "GiB)\n",
+              page_us, page_us * 262144 * 1e-6);
 
   ringside::bench::AggregatorProcess agg;
   if (!agg.Start(absl::GetFlag(FLAGS_aggregator),
@@ -242,7 +260,8 @@ int RunPaced() {
   }
   Driver driver(pacers);
   const AdmissionResult admission =
-      AdmitAndReport("admission:", totals, fleet, driver, agg, /*batches=*/true, n_series);
+      AdmitAndReport("admission:", totals, fleet, driver, agg, /*batches=*/true, n_series,
+                     page_us);
   if (admission.admitted < n_agents) {
     std::printf("  NOT A VALID RUN: %lld of %d streams admitted; streams failed: %lld (%s)\n",
                 static_cast<long long>(admission.admitted), n_agents,
@@ -324,8 +343,8 @@ int RunPaced() {
               accepted / scale, accepted / wall / 1e6,
               absl::ToDoubleSeconds(s1.metrics_at - s0.metrics_at), rejected,
               static_cast<double>(acked1 - acked0) * n_series / wall / 1e6);
-  std::printf("  aggregator CPU              %.2f s = %.1f %% of one core\n", cpu,
-              100 * cpu / wall);
+  std::printf("  aggregator CPU              %.2f s = %.1f %% of one core; %s\n", cpu,
+              100 * cpu / wall, FaultCost(s1.faults - s0.faults, page_us).c_str());
   // Also per sample acked: acks are read at the CPU window's instants, where the /metrics
   // counters come from renders that take a second or more at thousands of nodes.
   const double acked_samples = static_cast<double>(acked1 - acked0) * n_series;
@@ -362,7 +381,8 @@ int RunPaced() {
       std::fprintf(stderr, "streams did not end; exiting without cleanup\n");
       _exit(1);
     }
-    again = AdmitAndReport("reconnect:", totals, fleet, driver, agg, /*batches=*/true, n_series);
+    again = AdmitAndReport("reconnect:", totals, fleet, driver, agg, /*batches=*/true, n_series,
+                           page_us);
   }
   const int64_t failed = totals.failed.load();
   const std::string failures = totals.FailureSummary();
@@ -429,7 +449,8 @@ int RunIdle() {
   }
   Driver driver(absl::GetFlag(FLAGS_pacers) > 0 ? absl::GetFlag(FLAGS_pacers) : 1);
   const AdmissionResult r =
-      AdmitAndReport("admission:", totals, fleet, driver, agg, /*batches=*/false, n_series);
+      AdmitAndReport("admission:", totals, fleet, driver, agg, /*batches=*/false, n_series,
+                     ringside::bench::PageTouchMicros());
   if (r.admitted < n) {
     std::printf("  streams failed: %lld (%s)\n", static_cast<long long>(totals.failed.load()),
                 totals.FailureSummary().c_str());

@@ -39,6 +39,10 @@ TEST_F(ShardCapacityBenchTest, OfferedLoadIsReportedWithAdmissionAndReconnect) {
   EXPECT_THAT(r.out, HasSubstr("admission:  8 of 8 streams admitted (Hello, HelloAck, 120 "
                                "definitions, first batch acked)"));
   EXPECT_THAT(r.out, HasSubstr("failed 0; series gauge 960"));
+  // What growing its memory cost the aggregator, at the price this machine charges a page.
+  EXPECT_THAT(r.out, HasSubstr("this machine: a first write to a fresh 4 KiB page costs "));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("minor faults \\(about [0-9.]+ s of CPU at this "
+                                              "machine's [0-9.]+ us a page\\)"));
   EXPECT_THAT(r.out, HasSubstr("% of the 0.004 M/s target"));
   EXPECT_THAT(r.out, HasSubstr("behind schedule p50"));
   EXPECT_THAT(r.out, HasSubstr("0 batches sent and not acked"));
