@@ -272,12 +272,19 @@ absl::Status IngestCore::ApplySeriesDefs(NodeEntry& n, uint64_t session_id,
   const absl::Time now = options_.now();
   const absl::Time steady = options_.steady_now();
   absl::MutexLock l(&n.mu);
+  if (absl::Status s = TakeMessageLocked(n, session_id, now, steady); !s.ok()) return s;
+  return DefineLocked(n, defs);
+}
+
+absl::Status IngestCore::TakeMessageLocked(NodeEntry& n, uint64_t session_id, absl::Time now,
+                                           absl::Time steady) {
+  n.mu.AssertHeld();
   if (n.owner_id != session_id) {
     return absl::AbortedError(absl::StrCat("replaced by a newer session of node ", n.name));
   }
   n.last_seen = now;
   n.last_seen_steady = steady;
-  return DefineLocked(n, defs);
+  return absl::OkStatus();
 }
 
 absl::Status IngestCore::DefineLocked(NodeEntry& n, const SeriesDefsView& defs) {
@@ -316,11 +323,7 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
   const absl::Time now = options_.now();
   const absl::Time steady = options_.steady_now();
   absl::MutexLock l(&n.mu);
-  if (n.owner_id != session_id) {
-    return absl::AbortedError(absl::StrCat("replaced by a newer session of node ", n.name));
-  }
-  n.last_seen = now;
-  n.last_seen_steady = steady;
+  if (absl::Status s = TakeMessageLocked(n, session_id, now, steady); !s.ok()) return s;
 
   if (m.seq() == 0) {
     switch (type) {

@@ -217,6 +217,10 @@ class IngestCore {
   void OnDurable(const std::shared_ptr<NodeEntry>& node, uint64_t agent_epoch, uint64_t seq);
   // A SeriesDefs's definitions and info records, with the node's lock held.
   absl::Status DefineLocked(NodeEntry& node, const SeriesDefsView& defs);
+  // A message of `session_id` came for `node` (its lock held): Aborted when a newer session owns
+  // the node, else the node is seen now (`now` on the wall clock, `steady` on steady_now).
+  absl::Status TakeMessageLocked(NodeEntry& node, uint64_t session_id, absl::Time now,
+                                 absl::Time steady);
 
   const IngestOptions options_;
   IngestStats* const stats_;

@@ -8,20 +8,14 @@
 #include <random>
 #include <string>
 
+#include "tests/aggregator/ingest/ingest_test_util.h"
+
 namespace ringside::daemon {
 namespace {
 
 v1::SeriesDef Def(uint32_t id, const std::string& counter, v1::SeriesKind kind, uint32_t width) {
-  v1::SeriesDef d;
-  d.set_id(id);
-  d.set_source("infiniband");
-  d.set_device("mlx5_0");
-  d.set_port("1");
-  d.set_counter(counter);
-  d.set_priority(-1);
+  v1::SeriesDef d = testing::CounterDef(id, counter, width);
   d.set_kind(kind);
-  d.set_width(width);
-  d.set_unit("count");
   return d;
 }
 
