@@ -14,6 +14,9 @@
 //     late) and batches not sent because the agent's previous write was still in flight; the
 //     aggregator's CPU (utime + stime from /proc) per sample accepted and in % of one core, its
 //     resident memory growth per series, and the load generator's own CPU;
+//   - the CPU this machine charges for a fresh 4 KiB page (bench/page_touch.h), and the
+//     aggregator's minor faults over the admission and the window at that price: on a VM that
+//     backs each page on first touch, much of an admission is the machine's;
 //   - with --reconnect, a second admission: every stream closed and opened again on a new
 //     connection with the same agent epoch, as after a network blip.
 // It refuses a run whose load did not arrive: "NOT A VALID RUN" and exit status 1 when the
@@ -138,8 +141,14 @@ void ReadProcess(const ringside::bench::AggregatorProcess& agg, Snapshot& s) {
 
 // "N minor faults (about S s of CPU at this machine's U us a page)": how much of the aggregator's
 // CPU went to memory it touched for the first time (bench/page_touch.h).
+// Faults from `before` to `after`; -1 when either could not be read.
+long long FaultsBetween(long long before, long long after) {
+  return before < 0 || after < 0 ? -1 : after - before;
+}
+
 std::string FaultCost(long long faults, double page_us) {
-  if (faults < 0 || page_us <= 0) return absl::StrCat(faults, " minor faults");
+  if (faults < 0) return "minor faults unknown (/proc/<pid>/stat unreadable)";
+  if (page_us <= 0) return absl::StrCat(faults, " minor faults");
   return absl::StrFormat("%lld minor faults (about %.1f s of CPU at this machine's %.1f us a page)",
                          faults, static_cast<double>(faults) * page_us * 1e-6, page_us);
 }
@@ -176,7 +185,7 @@ AdmissionResult AdmitAndReport(const char* what, LoadTotals& totals, Fleet& flee
                              absl::GetFlag(FLAGS_connect_window),
                              absl::GetFlag(FLAGS_admission_timeout));
   const double cpu = ringside::bench::ProcCpuSeconds(agg.pid()) - cpu0;
-  const long long faults = ringside::bench::ProcMinorFaults(agg.pid()) - faults0;
+  const long long faults = FaultsBetween(faults0, ringside::bench::ProcMinorFaults(agg.pid()));
   const double series = ringside::bench::Metric(
       ringside::bench::HttpGet(agg.http_port(), "/metrics"), "ringside_aggregator_series");
   const int n = static_cast<int>(fleet.agents.size());
@@ -240,9 +249,13 @@ int RunPaced() {
   RaiseFdLimit();
   std::printf("  load average at start: %s\n", LoadAverage().c_str());
   const double page_us = ringside::bench::PageTouchMicros();
-  std::printf("  this machine: a first write to a fresh 4 KiB page costs %.1f us of CPU (%.1f s a "
-              "GiB)\n",
-              page_us, page_us * 262144 * 1e-6);
+  if (page_us > 0) {
+    std::printf("  this machine: a first write to a fresh 4 KiB page costs %.1f us of CPU (%.1f s "
+                "a GiB)\n",
+                page_us, page_us * 262144 * 1e-6);
+  } else {
+    std::printf("  this machine: the price of a fresh page could not be measured (mmap failed)\n");
+  }
 
   ringside::bench::AggregatorProcess agg;
   if (!agg.Start(absl::GetFlag(FLAGS_aggregator),
@@ -344,7 +357,7 @@ int RunPaced() {
               absl::ToDoubleSeconds(s1.metrics_at - s0.metrics_at), rejected,
               static_cast<double>(acked1 - acked0) * n_series / wall / 1e6);
   std::printf("  aggregator CPU              %.2f s = %.1f %% of one core; %s\n", cpu,
-              100 * cpu / wall, FaultCost(s1.faults - s0.faults, page_us).c_str());
+              100 * cpu / wall, FaultCost(FaultsBetween(s0.faults, s1.faults), page_us).c_str());
   // Also per sample acked: acks are read at the CPU window's instants, where the /metrics
   // counters come from renders that take a second or more at thousands of nodes.
   const double acked_samples = static_cast<double>(acked1 - acked0) * n_series;
