@@ -12,7 +12,10 @@
 #include <iterator>
 #include <regex>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -70,19 +73,37 @@ void AggregatorProcess::Stop() {
   }
 }
 
-double ProcCpuSeconds(pid_t pid) {
+namespace {
+
+// Fields 3..last of /proc/<pid>/stat (after the command name, which may hold spaces and
+// parentheses): element i is field i + 3. Empty when unreadable.
+std::vector<std::string> ProcStatFields(pid_t pid, int last) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t close = s.rfind(')');
-  if (close == std::string::npos) return 0;
+  if (close == std::string::npos || close + 2 > s.size()) return {};
   std::istringstream rest(s.substr(close + 2));
+  std::vector<std::string> fields;
   std::string field;
+  for (int i = 3; i <= last && rest >> field; ++i) fields.push_back(field);
+  return fields;
+}
+
+}  // namespace
+
+double ProcCpuSeconds(pid_t pid) {
+  const std::vector<std::string> f = ProcStatFields(pid, 15);
   unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return 0;
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+long long ProcMinorFaults(pid_t pid) {
+  const std::vector<std::string> f = ProcStatFields(pid, 10);
+  long long v = 0;
+  return f.size() >= 8 && absl::SimpleAtoi(f[7], &v) ? v : -1;
 }
 
 long ProcStatusField(pid_t pid, const std::string& field) {

@@ -39,6 +39,8 @@ class AggregatorProcess {
 
 // utime + stime of `pid` in seconds (/proc/<pid>/stat).
 double ProcCpuSeconds(pid_t pid);
+// Minor page faults of `pid` so far, every thread (/proc/<pid>/stat); -1 if unreadable.
+long long ProcMinorFaults(pid_t pid);
 // A field of /proc/<pid>/status in its unit (kB for VmRSS, a count for Threads); -1 if absent.
 long ProcStatusField(pid_t pid, const std::string& field);
 inline long RssKib(pid_t pid) { return ProcStatusField(pid, "VmRSS"); }

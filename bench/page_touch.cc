@@ -2,14 +2,6 @@
 
 #include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <sstream>
-#include <string>
-
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 
 namespace ringside::bench {
 namespace {
@@ -34,20 +26,6 @@ double PageTouchMicros(size_t bytes) {
   const double t1 = ThreadCpuSeconds();
   munmap(p, bytes);
   return (t1 - t0) * 1e6 / static_cast<double>(bytes / kPage);
-}
-
-long long ProcMinorFaults(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = s.rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos || close + 2 > s.size()) return -1;
-  std::istringstream rest(s.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 10 && rest >> field; ++i) {
-    long long v = 0;
-    if (i == 10) return absl::SimpleAtoi(field, &v) ? v : -1;
-  }
-  return -1;
 }
 
 }  // namespace ringside::bench

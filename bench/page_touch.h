@@ -1,12 +1,11 @@
 // What this machine charges a process for memory it touches for the first time: a page fault, and
 // on a virtual machine often the hypervisor's work to back the page too. The shard-capacity bench
-// uses it to say how much of the aggregator's CPU went to growing its memory (its minor faults
-// times this cost), a part that depends on the machine more than on the aggregator: on the 2-core
-// VM of docs/benchmarks.md a fresh 4 KiB page costs 10-25 us of CPU, some 3-6 s a GiB.
+// multiplies the aggregator's minor faults (ProcMinorFaults, aggregator_process.h) by it to say
+// how much of its CPU went to growing its memory, a part that depends on the machine more than on
+// the aggregator: on the 2-core VM of docs/benchmarks.md a fresh 4 KiB page costs 14-25 us of
+// CPU, some 3.7-6.5 s a GiB.
 #ifndef RINGSIDE_BENCH_PAGE_TOUCH_H_
 #define RINGSIDE_BENCH_PAGE_TOUCH_H_
-
-#include <sys/types.h>
 
 #include <cstddef>
 
@@ -15,9 +14,6 @@ namespace ringside::bench {
 // CPU microseconds (this thread's) a first write to a fresh anonymous 4 KiB page costs, measured
 // on `bytes` of memory mapped for it and unmapped after; -1 if the memory cannot be mapped.
 double PageTouchMicros(size_t bytes = size_t{128} << 20);
-
-// Minor page faults of `pid` so far (field 10 of /proc/<pid>/stat, every thread); -1 if unreadable.
-long long ProcMinorFaults(pid_t pid);
 
 }  // namespace ringside::bench
 
