@@ -99,11 +99,13 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(GrpcListenAddress(o.listen), *creds, &a->grpc_port_);
-  builder.RegisterService(a->service_.get());
+  builder.RegisterService(a->service_->grpc_service());
   if (o.extra_services) a->extra_services_ = o.extra_services(core);
-  for (const std::shared_ptr<grpc::Service>& extra : a->extra_services_) {
-    if (extra) builder.RegisterService(extra.get());
+  for (const std::shared_ptr<AsyncGrpcService>& extra : a->extra_services_) {
+    if (extra) builder.RegisterService(extra->grpc_service());
   }
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
+  for (int i = 0; i < std::max(1, o.grpc_threads); ++i) queues.push_back(builder.AddCompletionQueue());
   // gRPC cuts off a message over its limit without telling the service; the service checks
   // --max-message-bytes itself (and counts), gRPC only what is far over it.
   builder.SetMaxReceiveMessageSize(
@@ -131,10 +133,18 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
   // the default 64 KiB window needs no tuning.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   a->server_ = builder.BuildAndStart();
+  a->threads_ = std::make_unique<CompletionThreads>(std::move(queues));
   if (!a->server_ || a->grpc_port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", o.listen, " (address in use or not local?)"));
   }
+  for (grpc::ServerCompletionQueue* q : a->threads_->queues()) {
+    a->service_->Arm(q, a->threads_->live());
+    for (const std::shared_ptr<AsyncGrpcService>& extra : a->extra_services_) {
+      if (extra) extra->Arm(q, a->threads_->live());
+    }
+  }
+  a->threads_->Start();
 
   a->collectable_ =
       std::make_shared<AggregatorCollectable>(core, a->stats_.get(), a->journal_.get(), o.version);
@@ -270,6 +280,9 @@ void Aggregator::Shutdown() {
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
+  }
+  if (threads_ && !threads_->Stop()) {
+    Log("gRPC server: calls still open 10 s after the server stopped (a bug); stopping anyway");
   }
   if (journal_) journal_->Close();
   http_.reset();

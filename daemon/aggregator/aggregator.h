@@ -28,6 +28,8 @@
 #include "daemon/aggregator/ingest/ingest_core.h"
 #include "daemon/aggregator/ingest/ingest_stats.h"
 #include "daemon/aggregator/journal/journal.h"
+#include "daemon/aggregator/serving/async_grpc_service.h"
+#include "daemon/aggregator/serving/completion_threads.h"
 #include "daemon/common/grpc_roles.h"
 #include "daemon/common/http_server.h"
 #include "daemon/common/steady_time.h"
@@ -77,6 +79,10 @@ struct AggregatorOptions {
   // Threads that admit a node's definitions after its Hello (IngestServiceOptions); 0: one per
   // four cores, at least one.
   int admission_threads = 0;
+  // Threads of the gRPC server (serving/completion_threads.h), each with its own completion
+  // queue. One reads every socket with no hand-off between threads, the least CPU a sample; more
+  // spread a shard over more cores at a higher cost a sample (docs/scale.md).
+  int grpc_threads = 1;
   WindowOptions windows;
   absl::Duration stale_after = absl::Seconds(30);
   absl::Duration hello_timeout = absl::Seconds(10);
@@ -105,9 +111,10 @@ struct AggregatorOptions {
   std::function<void(const std::string&)> log;  // default: LogLine to stderr
   std::string version = "dev";
   // More gRPC services on the ingest port, with the same TLS and client-certificate check (the
-  // Query API). Start() calls it once, before the server starts, with the core they may read; the
-  // aggregator keeps what it returns until its gRPC server has stopped.
-  std::function<std::vector<std::shared_ptr<grpc::Service>>(IngestCore* core)> extra_services;
+  // Query API), on the same completion-queue threads. Start() calls it once, before the server
+  // starts, with the core they may read; the aggregator keeps what it returns until its gRPC
+  // server and threads have stopped.
+  std::function<std::vector<std::shared_ptr<AsyncGrpcService>>(IngestCore* core)> extra_services;
   // Run first thing in Shutdown(), before the gRPC server stops: end long-lived streams of the
   // extra services (WatchIncidents) so the server need not wait for its deadline.
   std::vector<std::function<void()>> on_shutdown;
@@ -155,8 +162,9 @@ class Aggregator {
   std::unique_ptr<Journal> journal_;
   JournalReadStats replay_stats_;
   std::unique_ptr<IngestService> service_;
-  std::vector<std::shared_ptr<grpc::Service>> extra_services_;  // outlive server_
+  std::vector<std::shared_ptr<AsyncGrpcService>> extra_services_;  // outlive server_ and threads_
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<CompletionThreads> threads_;  // after server_: stopped first
   std::shared_ptr<AggregatorCollectable> collectable_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;

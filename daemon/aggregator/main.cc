@@ -110,6 +110,10 @@ ABSL_FLAG(int64_t, max_sessions, 0, "Open ingest streams at most (0: 2 x --max-n
 ABSL_FLAG(int, admission_threads, 0,
           "Threads that admit a node's series definitions after its Hello, off gRPC's threads "
           "(0: one per four cores, at least one).");
+ABSL_FLAG(int, grpc_threads, 1,
+          "Threads of the gRPC server (agents' streams and the Query API), each polling its own "
+          "completion queue. 1 reads every socket on one thread, the least CPU a sample; more "
+          "spread a shard over more cores at a higher cost a sample (docs/scale.md).");
 ABSL_FLAG(int64_t, max_streams_per_connection, 16, "Concurrent streams on one connection.");
 ABSL_FLAG(int64_t, window_collective_records, 1024,
           "Recent collective records kept in memory per node for the detectors.");
@@ -352,6 +356,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.admission_threads = absl::GetFlag(FLAGS_admission_threads);
+  if (absl::GetFlag(FLAGS_grpc_threads) < 1 || absl::GetFlag(FLAGS_grpc_threads) > 64) {
+    std::fprintf(stderr, "ringside-aggregator: --grpc-threads must be 1 to 64\n");
+    return 2;
+  }
+  o.grpc_threads = absl::GetFlag(FLAGS_grpc_threads);
   o.limits.max_nodes = static_cast<size_t>(max_nodes);
   o.limits.max_series_per_node = static_cast<size_t>(max_series);
   o.limits.max_defs_per_message = static_cast<size_t>(max_defs);

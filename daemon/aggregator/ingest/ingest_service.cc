@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/aggregator/ingest/series_defs_view.h"
+#include "daemon/aggregator/serving/async_bidi.h"
 #include "daemon/common/protocol.h"
 #include "daemon/common/tls.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -46,13 +47,21 @@ std::string PeerIdentities(const grpc::AuthContext& auth) {
 
 }  // namespace
 
-class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+// One agent's stream: the session protocol (ingest_service.h) over AsyncBidi's reactions.
+class IngestSession final : public AsyncBidi,
                             public SessionLink,
                             public std::enable_shared_from_this<IngestSession> {
  public:
-  IngestSession(IngestService* service, grpc::CallbackServerContext* context, uint64_t id,
-                absl::Time created)
-      : service_(service), context_(context), id_(id), created_(created) {}
+  // Waiting for its call (IngestService::CallRequest): Arrived, then Begin.
+  IngestSession(IngestService* service, uint64_t id, LiveCalls* live)
+      : AsyncBidi(live), service_(service), context_(context()), id_(id) {}
+
+  uint64_t id() const { return id_; }
+
+  void Arrived(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    created_ = now;
+  }
 
   void Begin(std::optional<grpc::Status> refuse) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock l(&mu_);
@@ -70,7 +79,9 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       absl::MutexLock l(&mu_);
       if (finished_) return;
       if (!ok) {
-        end_reason_ = context_->IsCancelled() ? EndReason::kCancelled : EndReason::kClientClosed;
+        // The agent closed its side, or the call broke: OnCancel tells the latter, once the
+        // call is over.
+        end_reason_ = EndReason::kClientClosed;
         FinishLocked(grpc::Status::OK);
         return;
       }
@@ -119,7 +130,11 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock l(&mu_);
-    if (finished_) return;
+    if (finished_) {
+      // A read that failed because the call was cancelled, not because the agent closed.
+      if (end_reason_ == EndReason::kClientClosed) end_reason_ = EndReason::kCancelled;
+      return;
+    }
     end_reason_ = EndReason::kCancelled;
     FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
   }
@@ -366,12 +381,12 @@ class IngestSession final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   IngestService* const service_;
-  grpc::CallbackServerContext* const context_;
+  grpc::ServerContext* const context_;
   const uint64_t id_;
-  const absl::Time created_;
+  absl::Time created_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex mu_;
-  std::shared_ptr<IngestSession> self_;  // keeps the reactor alive until OnDone
+  std::shared_ptr<IngestSession> self_;  // keeps the session alive until OnDone
   grpc::ByteBuffer in_buf_;
   uint64_t messages_ = 0;
   v1::AggregatorMessage out_ ABSL_GUARDED_BY(mu_);
@@ -455,11 +470,8 @@ IngestService::IngestService(IngestCore* core, IngestStats* stats, IngestService
 
 IngestService::~IngestService() { admission_.Stop(); }
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stream(
-    grpc::CallbackServerContext* context) {
-  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  const absl::Time now = options_.now ? options_.now() : absl::Now();
-  auto session = std::make_shared<IngestSession>(this, context, id, now);
+std::optional<grpc::Status> IngestService::Register(uint64_t id,
+                                                    std::shared_ptr<IngestSession> session) {
   std::optional<grpc::Status> refuse;
   {
     absl::MutexLock l(&mu_);
@@ -473,12 +485,49 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
                             absl::StrCat("too many open streams (", sessions_.size(),
                                          ", --max-sessions=", options_.max_sessions, ")"));
     } else {
-      sessions_[id] = session;
+      sessions_[id] = std::move(session);
     }
   }
   stats_->sessions_active.fetch_add(1, std::memory_order_relaxed);
-  session->Begin(refuse);
-  return session.get();
+  return refuse;
+}
+
+// One call requested on a completion queue, and the session that will carry it.
+class IngestService::CallRequest final : public AsyncOp {
+ public:
+  CallRequest(IngestService* service, grpc::ServerCompletionQueue* cq, LiveCalls* live)
+      : service_(service), cq_(cq), live_(live) {}
+
+  void Arm() {
+    session_ = std::make_shared<IngestSession>(
+        service_, service_->next_id_.fetch_add(1, std::memory_order_relaxed), live_);
+    service_->RequestStream(session_->context(), session_->stream(), cq_, cq_, this);
+  }
+
+  void Complete(bool ok) override {
+    if (!ok) {  // the server is shutting down: no call will come
+      session_.reset();
+      return;
+    }
+    std::shared_ptr<IngestSession> session = std::move(session_);
+    Arm();
+    const IngestServiceOptions& o = service_->options_;
+    session->Arrived(o.now ? o.now() : absl::Now());
+    session->Begin(service_->Register(session->id(), session));
+  }
+
+ private:
+  IngestService* const service_;
+  grpc::ServerCompletionQueue* const cq_;
+  LiveCalls* const live_;
+  std::shared_ptr<IngestSession> session_;
+};
+
+void IngestService::Arm(grpc::ServerCompletionQueue* cq, LiveCalls* live) {
+  auto request = std::make_unique<CallRequest>(this, cq, live);
+  request->Arm();
+  absl::MutexLock l(&mu_);
+  requests_.push_back(std::move(request));
 }
 
 void IngestService::Remove(uint64_t id) {

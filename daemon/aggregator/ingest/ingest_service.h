@@ -1,5 +1,5 @@
-// ringside.v1 Ingest.Stream on the gRPC callback API: one reactor per stream, which never blocks
-// in a reaction. The session protocol (docs/aggregator.md):
+// ringside.v1 Ingest.Stream on the aggregator's completion-queue server (serving/): one session
+// per stream, whose reactions (AsyncBidi) never block. The session protocol (docs/aggregator.md):
 //
 //   - A message that does not parse as an AgentMessage: INVALID_ARGUMENT.
 //   - The first message must be a Hello (else INVALID_ARGUMENT). Protocol version ranges that do
@@ -15,7 +15,7 @@
 //     the latest.
 //
 // A session's SeriesDefs after its Hello (a node's definitions, the one heavy message: 1,500 of
-// them) is taken in on the service's admission threads, not in the reaction: gRPC's callback
+// them) is taken in on the service's admission threads, not in the reaction: the server's
 // threads are also the ones that read every socket, so with thousands of nodes admitting at once
 // (a cluster reconnecting) work queued on them held back every connection's HTTP/2 frames, the
 // agents' keepalive pings among them, past the agents' keepalive timeout. The session reads its
@@ -28,6 +28,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,7 +40,9 @@
 #include "absl/time/time.h"
 #include "daemon/aggregator/ingest/ingest_core.h"
 #include "daemon/aggregator/ingest/ingest_stats.h"
+#include "daemon/aggregator/serving/async_grpc_service.h"
 #include "daemon/common/grpc_roles.h"
+#include "grpcpp/completion_queue.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "ringside/v1/ingest.grpc.pb.h"
 
@@ -63,16 +66,18 @@ struct IngestServiceOptions {
 
 class IngestSession;
 
-// The raw (ByteBuffer) flavour of the callback API, so that a message that does not parse is told
+// The raw (ByteBuffer) flavour of the method, so that a message that does not parse is told
 // apart from the agent closing its side: it ends the stream with INVALID_ARGUMENT instead of the
 // read silently failing.
-class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::Ingest::Service> {
+class IngestService final : public v1::Ingest::WithRawMethod_Stream<v1::Ingest::Service>,
+                            public AsyncGrpcService {
  public:
   IngestService(IngestCore* core, IngestStats* stats, IngestServiceOptions options);
   ~IngestService() override;
 
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
-      grpc::CallbackServerContext* context) override;
+  // AsyncGrpcService
+  grpc::Service* grpc_service() override { return this; }
+  void Arm(grpc::ServerCompletionQueue* cq, LiveCalls* live) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends sessions that said no Hello within the timeout. Called by a housekeeping thread.
   void ExpireHellos(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
@@ -82,6 +87,11 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
 
  private:
   friend class IngestSession;
+  class CallRequest;
+
+  // A new session is counted and kept, or refused (the status to end it with).
+  std::optional<grpc::Status> Register(uint64_t id, std::shared_ptr<IngestSession> session)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Remove(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sessions with a SeriesDefs to take in, and the threads that do it (in arrival order).
@@ -112,6 +122,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, std::weak_ptr<IngestSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<CallRequest>> requests_ ABSL_GUARDED_BY(mu_);  // one a queue
   Admission admission_;  // last: its threads stop before the rest goes
 };
 

@@ -8,21 +8,42 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/query/query_convert.h"
+#include "daemon/aggregator/serving/async_writer.h"
 #include "daemon/common/steady_time.h"
-#include "grpcpp/server_context.h"
 
 namespace ringside::daemon {
 
-// One WatchIncidents stream. Deletes itself in OnDone. Every method takes mu_; StartWrite and
-// Finish never run a reaction inline, so calling them under the lock is safe.
-class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::IncidentChange> {
+// One WatchIncidents stream: requested on a completion queue, and once it has arrived (the next
+// one is requested then) registered with the hub. Deletes itself in OnDone. Every method takes
+// mu_; StartWrite and Finish never run a reaction inline, so calling them under the lock is safe.
+class IncidentWatchHub::Watcher final
+    : public AsyncWriter<v1::WatchIncidentsRequest, v1::IncidentChange> {
  public:
-  Watcher(std::shared_ptr<IncidentWatchHub> hub, grpc::CallbackServerContext* context,
-          IncidentFilter filter, size_t queue_limit)
-      : hub_(std::move(hub)),
-        context_(context),
-        filter_(std::move(filter)),
-        queue_limit_(queue_limit) {}
+  Watcher(std::shared_ptr<IncidentWatchHub> hub, std::shared_ptr<const Arming> arming)
+      : AsyncWriter(arming->live),
+        hub_(std::move(hub)),
+        arming_(std::move(arming)),
+        queue_limit_(hub_->options_.queue_limit) {}
+
+  // Requests the call on `cq`.
+  void Request() {
+    arming_->service->RequestWatchIncidents(context(), request(), writer(), arming_->cq,
+                                            arming_->cq, arrival());
+  }
+
+  void OnArrived(bool ok) override {
+    if (!ok) {  // the server is shutting down
+      delete this;
+      return;
+    }
+    hub_->Arm(arming_);  // the next one
+    hub_->Start(this, *request(), arming_->admit(*context()));
+  }
+
+  void SetFilter(IncidentFilter filter) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    filter_ = std::move(filter);
+  }
 
   // The snapshot of open incidents goes first; changes queued before it and already reflected in
   // it (same or older revision) are dropped.
@@ -73,7 +94,7 @@ class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::Inci
     absl::MutexLock lock(&mu_);
     if (!finished_ || !writing_ || cancelled_ || steady_now - finished_at_ < grace) return;
     cancelled_ = true;
-    context_->TryCancel();
+    context()->TryCancel();
   }
 
   void End(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -138,10 +159,10 @@ class IncidentWatchHub::Watcher final : public grpc::ServerWriteReactor<v1::Inci
   }
 
   const std::shared_ptr<IncidentWatchHub> hub_;
-  grpc::CallbackServerContext* const context_;
-  const IncidentFilter filter_;
+  const std::shared_ptr<const Arming> arming_;
   const size_t queue_limit_;
   absl::Mutex mu_;
+  IncidentFilter filter_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::IncidentChange> queue_ ABSL_GUARDED_BY(mu_);
   size_t live_queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, uint64_t> snapshot_revision_ ABSL_GUARDED_BY(mu_);  // id → revision sent
@@ -164,37 +185,55 @@ std::shared_ptr<IncidentWatchHub> IncidentWatchHub::Create(AnalysisHost* host,
   return hub;
 }
 
-grpc::ServerWriteReactor<v1::IncidentChange>* IncidentWatchHub::Watch(
-    grpc::CallbackServerContext* context, const v1::WatchIncidentsRequest* request) {
+void IncidentWatchHub::Arm(v1::Query::AsyncService* service, grpc::ServerCompletionQueue* cq,
+                           LiveCalls* live,
+                           std::function<grpc::Status(const grpc::ServerContextBase&)> admit) {
+  auto arming = std::make_shared<Arming>();
+  arming->service = service;
+  arming->cq = cq;
+  arming->live = live;
+  arming->admit = std::move(admit);
+  Arm(std::move(arming));
+}
+
+void IncidentWatchHub::Arm(std::shared_ptr<const Arming> arming) {
+  (new Watcher(shared_from_this(), std::move(arming)))->Request();
+}
+
+void IncidentWatchHub::Start(Watcher* w, const v1::WatchIncidentsRequest& request,
+                             const grpc::Status& admitted) {
   IncidentFilter filter;
-  absl::StatusOr<std::optional<analysis::IncidentKind>> kind = ParseKindFilter(request->kind());
+  absl::StatusOr<std::optional<analysis::IncidentKind>> kind = ParseKindFilter(request.kind());
   if (kind.ok()) filter.kind = *kind;
-  filter.node = request->node();
-  filter.job = request->job();
-  auto* w = new Watcher(shared_from_this(), context, filter, options_.queue_limit);
+  filter.node = request.node();
+  filter.job = request.job();
+  w->SetFilter(std::move(filter));
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = SteadyNow();
     for (Watcher* other : watchers_) other->CancelIfParked(now, options_.parked_grace);
     watchers_.insert(w);  // every watcher is registered: OnDone removes it
+    if (!admitted.ok()) {
+      w->End(admitted);
+      return;
+    }
     if (!kind.ok()) {
       w->End(
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(kind.status().message())));
-      return w;
+      return;
     }
     if (shut_down_) {
       w->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "aggregator shutting down"));
-      return w;
+      return;
     }
     if (watchers_.size() > options_.max_watchers) {
       w->End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           absl::StrCat("too many watchers (", options_.max_watchers, ")")));
-      return w;
+      return;
     }
   }
   // Subscribed first, then the snapshot: nothing falls between the two.
   w->Begin(host_ != nullptr ? host_->OpenIncidents() : std::vector<analysis::Incident>{});
-  return w;
 }
 
 void IncidentWatchHub::Publish(const std::vector<analysis::IncidentChange>& changes) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <vector>
@@ -17,12 +18,10 @@
 #include "absl/time/time.h"
 #include "analysis/incidents.h"
 #include "daemon/aggregator/query/incident_queries.h"
-#include "grpcpp/support/server_callback.h"
-#include "ringside/v1/query.pb.h"
-
-namespace grpc {
-class CallbackServerContext;
-}
+#include "daemon/aggregator/serving/async_op.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/server_context.h"
+#include "ringside/v1/query.grpc.pb.h"
 
 namespace ringside::daemon {
 
@@ -43,9 +42,10 @@ class IncidentWatchHub : public std::enable_shared_from_this<IncidentWatchHub> {
   static std::shared_ptr<IncidentWatchHub> Create(AnalysisHost* host,
                                                   IncidentWatchOptions options = {});
 
-  // The reactor for one WatchIncidents call (the gRPC callback handler returns it).
-  grpc::ServerWriteReactor<v1::IncidentChange>* Watch(grpc::CallbackServerContext* context,
-                                                      const v1::WatchIncidentsRequest* request);
+  // Requests WatchIncidents calls of `service` on `cq`, one at a time; `admit` says whether a
+  // call may watch (the reader role), or the status to refuse it with.
+  void Arm(v1::Query::AsyncService* service, grpc::ServerCompletionQueue* cq, LiveCalls* live,
+           std::function<grpc::Status(const grpc::ServerContextBase&)> admit);
   // Queues `changes` to every watcher (the host's flush thread). Never blocks on a watcher.
   void Publish(const std::vector<analysis::IncidentChange>& changes) ABSL_LOCKS_EXCLUDED(mu_);
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
@@ -55,8 +55,18 @@ class IncidentWatchHub : public std::enable_shared_from_this<IncidentWatchHub> {
 
  private:
   class Watcher;
+  struct Arming {
+    v1::Query::AsyncService* service = nullptr;
+    grpc::ServerCompletionQueue* cq = nullptr;
+    LiveCalls* live = nullptr;
+    std::function<grpc::Status(const grpc::ServerContextBase&)> admit;
+  };
   IncidentWatchHub(AnalysisHost* host, IncidentWatchOptions options)
       : host_(host), options_(options) {}
+  void Arm(std::shared_ptr<const Arming> arming);
+  // A call has arrived: registered, then refused or begun.
+  void Start(Watcher* w, const v1::WatchIncidentsRequest& request, const grpc::Status& admitted)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Remove(Watcher* w) ABSL_LOCKS_EXCLUDED(mu_);
 
   AnalysisHost* const host_;

@@ -58,7 +58,7 @@ std::shared_ptr<QueryApi> InstallQueryApi(AggregatorOptions& options, AnalysisHo
   if (query_options.aggregator_version == "dev") query_options.aggregator_version = options.version;
   auto previous = std::move(options.extra_services);
   options.extra_services = [api, host, query_options, previous](IngestCore* core) {
-    std::vector<std::shared_ptr<grpc::Service>> services;
+    std::vector<std::shared_ptr<AsyncGrpcService>> services;
     if (previous) services = previous(core);
     api->service_ = std::make_shared<QueryService>(host, core, query_options);
     services.push_back(api->service_);

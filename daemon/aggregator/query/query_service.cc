@@ -14,6 +14,7 @@
 #include "daemon/aggregator/ingest/ingest_core.h"
 #include "daemon/aggregator/query/incident_queries.h"
 #include "daemon/aggregator/query/query_convert.h"
+#include "daemon/aggregator/serving/async_unary.h"
 
 namespace ringside::daemon {
 namespace {
@@ -21,12 +22,6 @@ namespace {
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
 }
 
 std::string Label(const std::map<std::string, std::string>& m, const char* key) {
@@ -45,16 +40,9 @@ bool MoreSevere(const analysis::Incident& a, const analysis::Incident& b) {
   return a.id > b.id;
 }
 
-// A WatchIncidents stream refused before it starts (no reader role).
-class RefusedWatch final : public grpc::ServerWriteReactor<v1::IncidentChange> {
- public:
-  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
 }  // namespace
 
-grpc::Status QueryService::Denied(const grpc::CallbackServerContext& context) const {
+grpc::Status QueryService::Denied(const grpc::ServerContextBase& context) const {
   return options_.roles ? options_.roles->CheckReader(context) : grpc::Status::OK;
 }
 
@@ -80,39 +68,31 @@ QueryService::QueryService(AnalysisHost* host, const IngestCore* core, QueryServ
       options_(std::move(options)),
       watch_(IncidentWatchHub::Create(host, options_.watch)) {}
 
-grpc::ServerUnaryReactor* QueryService::ListIncidents(grpc::CallbackServerContext* context,
-                                                      const v1::ListIncidentsRequest* request,
-                                                      v1::ListIncidentsResponse* response) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
+grpc::Status QueryService::HandleListIncidents(const grpc::ServerContext& context,
+    const v1::ListIncidentsRequest& request, v1::ListIncidentsResponse* response) {
+  if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   IncidentFilter f;
-  absl::StatusOr<std::optional<analysis::IncidentKind>> kind = ParseKindFilter(request->kind());
-  if (!kind.ok()) return Done(context, ToGrpc(kind.status()));
+  absl::StatusOr<std::optional<analysis::IncidentKind>> kind = ParseKindFilter(request.kind());
+  if (!kind.ok()) return ToGrpc(kind.status());
   f.kind = *kind;
-  f.open_only = request->open_only();
-  f.node = request->node();
-  f.job = request->job();
-  if (request->since_unix_nanos() > 0) f.since = absl::FromUnixNanos(request->since_unix_nanos());
-  f.limit = request->limit();
+  f.open_only = request.open_only();
+  f.node = request.node();
+  f.job = request.job();
+  if (request.since_unix_nanos() > 0) f.since = absl::FromUnixNanos(request.since_unix_nanos());
+  f.limit = request.limit();
   absl::StatusOr<std::vector<analysis::Incident>> found = QueryIncidents(host_, f);
-  if (!found.ok()) return Done(context, ToGrpc(found.status()));
+  if (!found.ok()) return ToGrpc(found.status());
   for (const analysis::Incident& inc : *found) ToProto(inc, response->add_incidents());
-  return Done(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* QueryService::GetIncident(grpc::CallbackServerContext* context,
-                                                    const v1::GetIncidentRequest* request,
-                                                    v1::Incident* response) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
-  absl::StatusOr<analysis::Incident> inc = FindIncident(host_, request->id());
-  if (!inc.ok()) return Done(context, ToGrpc(inc.status()));
+grpc::Status QueryService::HandleGetIncident(const grpc::ServerContext& context,
+    const v1::GetIncidentRequest& request, v1::Incident* response) {
+  if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
+  absl::StatusOr<analysis::Incident> inc = FindIncident(host_, request.id());
+  if (!inc.ok()) return ToGrpc(inc.status());
   ToProto(*inc, response);
-  return Done(context, grpc::Status::OK);
-}
-
-grpc::ServerWriteReactor<v1::IncidentChange>* QueryService::WatchIncidents(
-    grpc::CallbackServerContext* context, const v1::WatchIncidentsRequest* request) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return new RefusedWatch(denied);
-  return watch_->Watch(context, request);
+  return grpc::Status::OK;
 }
 
 std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
@@ -152,31 +132,29 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
   return out;
 }
 
-grpc::ServerUnaryReactor* QueryService::ListLinks(grpc::CallbackServerContext* context,
-                                                  const v1::ListLinksRequest* request,
-                                                  v1::ListLinksResponse* response) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
-  for (v1::LinkStatus& s : Links(request->node())) {
-    if (request->unhealthy_only() && s.healthy()) continue;
-    if (request->flapping_only() &&
+grpc::Status QueryService::HandleListLinks(const grpc::ServerContext& context,
+    const v1::ListLinksRequest& request, v1::ListLinksResponse* response) {
+  if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
+  for (v1::LinkStatus& s : Links(request.node())) {
+    if (request.unhealthy_only() && s.healthy()) continue;
+    if (request.flapping_only() &&
         std::find(s.open_incident_kinds().begin(), s.open_incident_kinds().end(),
                   "link_flapping") == s.open_incident_kinds().end()) {
       continue;
     }
     *response->add_links() = std::move(s);
   }
-  return Done(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* QueryService::GetNode(grpc::CallbackServerContext* context,
-                                                const v1::GetNodeRequest* request,
-                                                v1::NodeStatus* response) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
-  const std::string& node = request->node();
+grpc::Status QueryService::HandleGetNode(const grpc::ServerContext& context,
+    const v1::GetNodeRequest& request, v1::NodeStatus* response) {
+  if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
+  const std::string& node = request.node();
   std::optional<NodeStatus> status = node.empty() ? std::nullopt : core_->Node(node);
   if (!status) {
-    return Done(context, grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                      absl::StrCat("no node \"", node, "\" has reported")));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                      absl::StrCat("no node \"", node, "\" has reported"));
   }
   response->set_node(node);
   response->set_stale(status->stale);
@@ -222,24 +200,23 @@ grpc::ServerUnaryReactor* QueryService::GetNode(grpc::CallbackServerContext* con
     if (about) ToProto(inc, response->add_open_incidents());
   }
   for (v1::LinkStatus& s : Links(node)) *response->add_links() = std::move(s);
-  return Done(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* QueryService::TopStragglers(grpc::CallbackServerContext* context,
-                                                      const v1::TopStragglersRequest* request,
-                                                      v1::TopStragglersResponse* response) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
-  if (request->window_seconds() != 0) {
+grpc::Status QueryService::HandleTopStragglers(const grpc::ServerContext& context,
+    const v1::TopStragglersRequest& request, v1::TopStragglersResponse* response) {
+  if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
+  if (request.window_seconds() != 0) {
     // Never implemented: the scores are over the detector's window of instances. Refused rather
     // than accepted and ignored (issue #17).
-    return Done(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                       "window_seconds is not supported: the scores are over the "
-                                      "straggler detector's window (straggler.window instances)"));
+                                      "straggler detector's window (straggler.window instances)");
   }
   std::vector<analysis::RankView> ranks;
   if (host_ != nullptr) {
     host_->WithAnalysis(
-        [&](const analysis::FabricAnalysis& a) { ranks = a.Stragglers(request->job()); });
+        [&](const analysis::FabricAnalysis& a) { ranks = a.Stragglers(request.job()); });
   }
   std::sort(ranks.begin(), ranks.end(),
             [](const analysis::RankView& a, const analysis::RankView& b) {
@@ -247,7 +224,7 @@ grpc::ServerUnaryReactor* QueryService::TopStragglers(grpc::CallbackServerContex
               if (a.margin != b.margin) return a.margin > b.margin;
               return std::tie(a.job, a.rank, a.comm) < std::tie(b.job, b.rank, b.comm);
             });
-  const size_t limit = request->limit() == 0 ? 10 : request->limit();
+  const size_t limit = request.limit() == 0 ? 10 : request.limit();
   if (ranks.size() > limit) ranks.resize(limit);
   std::vector<analysis::Incident> open = OpenIncidents(host_);
   for (const analysis::RankView& r : ranks) {
@@ -264,13 +241,12 @@ grpc::ServerUnaryReactor* QueryService::TopStragglers(grpc::CallbackServerContex
       break;
     }
   }
-  return Done(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* QueryService::GetStatus(grpc::CallbackServerContext* context,
-                                                  const v1::GetStatusRequest*,
-                                                  v1::ClusterStatus* response) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
+grpc::Status QueryService::HandleGetStatus(const grpc::ServerContext& context,
+    const v1::GetStatusRequest& , v1::ClusterStatus* response) {
+  if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   const absl::Time now = options_.now();
   uint32_t nodes = 0, stale = 0;
   for (const NodeStatus& n : core_->Nodes()) {
@@ -304,19 +280,18 @@ grpc::ServerUnaryReactor* QueryService::GetStatus(grpc::CallbackServerContext* c
   for (const std::string& j : jobs) response->add_jobs(j);
   response->set_aggregator_version(options_.aggregator_version);
   response->set_now_unix_nanos(ToUnixNanosOrZero(now));
-  return Done(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* QueryService::GetTopology(grpc::CallbackServerContext* context,
-                                                    const v1::GetTopologyRequest* request,
-                                                    v1::TopologyView* response) {
-  if (grpc::Status denied = Denied(*context); !denied.ok()) return Done(context, denied);
+grpc::Status QueryService::HandleGetTopology(const grpc::ServerContext& context,
+    const v1::GetTopologyRequest& request, v1::TopologyView* response) {
+  if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   if (host_ == nullptr) {
     response->set_source("none");
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
   const TopologyState state = host_->topology_state();
-  const std::string& node = request->node();
+  const std::string& node = request.node();
   // A host matches by its full name or its short name (up to the first '.'), as the topology does.
   const auto matches = [&node](const std::string& host) {
     if (node.empty() || host == node) return true;
@@ -330,7 +305,7 @@ grpc::ServerUnaryReactor* QueryService::GetTopology(grpc::CallbackServerContext*
                              ? "node_switch_map"
                              : "ibnetdiscover");
   }
-  if (!request->events_only()) {
+  if (!request.events_only()) {
     if (state.topology != nullptr) {
       std::vector<const analysis::HcaAttachment*> ports;
       std::map<std::string, std::pair<std::set<std::string>, uint32_t>> per_switch;
@@ -379,12 +354,48 @@ grpc::ServerUnaryReactor* QueryService::GetTopology(grpc::CallbackServerContext*
   for (const analysis::TopologyEvent& e : host_->topology_events(0)) {
     if (matches(e.host)) ToProto(e, response->add_events());
   }
-  if (request->max_events() > 0 &&
-      response->events_size() > static_cast<int>(request->max_events())) {
+  if (request.max_events() > 0 &&
+      response->events_size() > static_cast<int>(request.max_events())) {
     response->mutable_events()->DeleteSubrange(
-        0, response->events_size() - static_cast<int>(request->max_events()));
+        0, response->events_size() - static_cast<int>(request.max_events()));
   }
-  return Done(context, grpc::Status::OK);
+  return grpc::Status::OK;
+}
+
+template <class Req, class Resp>
+void QueryService::ArmUnary(grpc::ServerCompletionQueue* cq, LiveCalls* live,
+                            RequestMethod<Req, Resp> request, HandleMethod<Req, Resp> handle) {
+  auto method = std::make_shared<typename AsyncUnary<Req, Resp>::Method>();
+  method->request = [this, request](grpc::ServerContext* context, Req* req,
+                                    grpc::ServerAsyncResponseWriter<Resp>* writer,
+                                    grpc::ServerCompletionQueue* queue, void* tag) {
+    (this->*request)(context, req, writer, queue, queue, tag);
+  };
+  method->handle = [this, handle](const grpc::ServerContext& context, const Req& req,
+                                  Resp* resp) { return (this->*handle)(context, req, resp); };
+  method->work = &work_;
+  method->live = live;
+  AsyncUnary<Req, Resp>::Arm(std::move(method), cq);
+}
+
+void QueryService::Arm(grpc::ServerCompletionQueue* cq, LiveCalls* live) {
+  ArmUnary<v1::ListIncidentsRequest, v1::ListIncidentsResponse>(
+      cq, live, &QueryService::RequestListIncidents, &QueryService::HandleListIncidents);
+  ArmUnary<v1::GetIncidentRequest, v1::Incident>(cq, live, &QueryService::RequestGetIncident,
+                                                 &QueryService::HandleGetIncident);
+  ArmUnary<v1::ListLinksRequest, v1::ListLinksResponse>(
+      cq, live, &QueryService::RequestListLinks, &QueryService::HandleListLinks);
+  ArmUnary<v1::GetNodeRequest, v1::NodeStatus>(cq, live, &QueryService::RequestGetNode,
+                                               &QueryService::HandleGetNode);
+  ArmUnary<v1::TopStragglersRequest, v1::TopStragglersResponse>(
+      cq, live, &QueryService::RequestTopStragglers, &QueryService::HandleTopStragglers);
+  ArmUnary<v1::GetStatusRequest, v1::ClusterStatus>(cq, live, &QueryService::RequestGetStatus,
+                                                    &QueryService::HandleGetStatus);
+  ArmUnary<v1::GetTopologyRequest, v1::TopologyView>(
+      cq, live, &QueryService::RequestGetTopology, &QueryService::HandleGetTopology);
+  watch_->Arm(this, cq, live, [this](const grpc::ServerContextBase& context) {
+    return Denied(context);
+  });
 }
 
 }  // namespace ringside::daemon

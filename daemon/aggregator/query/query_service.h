@@ -2,8 +2,9 @@
 // and other tools read from the aggregator — incidents (open from the analysis in memory, history
 // from the incident store), a live watch of incident changes, links, one node, the top stragglers
 // and one screen of cluster status. Registered on the ingest gRPC server (same port, same TLS and
-// client-certificate check) through AggregatorOptions::extra_services. Callback API: no handler
-// blocks a gRPC thread for longer than one read of the analysis or the store.
+// client-certificate check) through AggregatorOptions::extra_services, on the server's
+// completion-queue threads: the unary methods are answered on the service's own work queue, so a
+// long read of the analysis or the store never holds the thread that reads the agents' sockets.
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_QUERY_QUERY_SERVICE_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_QUERY_QUERY_SERVICE_H_
 
@@ -17,6 +18,8 @@
 #include "analysis/fabric_views.h"
 #include "analysis/incidents.h"
 #include "daemon/aggregator/query/incident_watch.h"
+#include "daemon/aggregator/serving/async_grpc_service.h"
+#include "daemon/aggregator/serving/work_queue.h"
 #include "daemon/common/grpc_roles.h"
 #include "ringside/v1/query.grpc.pb.h"
 
@@ -33,7 +36,7 @@ struct QueryServiceOptions {
   std::shared_ptr<RoleAuthorizer> roles;
 };
 
-class QueryService final : public v1::Query::CallbackService {
+class QueryService final : public v1::Query::AsyncService, public AsyncGrpcService {
  public:
   // `host` may be null (--detect=false: no incidents, links or stragglers); `core` must not be.
   // Both must outlive the service.
@@ -43,41 +46,55 @@ class QueryService final : public v1::Query::CallbackService {
   void Shutdown() { watch_->Shutdown(); }
   IncidentWatchHub& watch_hub() { return *watch_; }
 
-  grpc::ServerUnaryReactor* ListIncidents(grpc::CallbackServerContext* context,
-                                          const v1::ListIncidentsRequest* request,
-                                          v1::ListIncidentsResponse* response) override;
-  grpc::ServerUnaryReactor* GetIncident(grpc::CallbackServerContext* context,
-                                        const v1::GetIncidentRequest* request,
-                                        v1::Incident* response) override;
-  grpc::ServerWriteReactor<v1::IncidentChange>* WatchIncidents(
-      grpc::CallbackServerContext* context, const v1::WatchIncidentsRequest* request) override;
-  grpc::ServerUnaryReactor* ListLinks(grpc::CallbackServerContext* context,
-                                      const v1::ListLinksRequest* request,
-                                      v1::ListLinksResponse* response) override;
-  grpc::ServerUnaryReactor* GetNode(grpc::CallbackServerContext* context,
-                                    const v1::GetNodeRequest* request,
-                                    v1::NodeStatus* response) override;
-  grpc::ServerUnaryReactor* TopStragglers(grpc::CallbackServerContext* context,
-                                          const v1::TopStragglersRequest* request,
-                                          v1::TopStragglersResponse* response) override;
-  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
-                                      const v1::GetStatusRequest* request,
-                                      v1::ClusterStatus* response) override;
-  grpc::ServerUnaryReactor* GetTopology(grpc::CallbackServerContext* context,
-                                        const v1::GetTopologyRequest* request,
-                                        v1::TopologyView* response) override;
+  // AsyncGrpcService: the unary methods answer on the service's work queue; WatchIncidents
+  // streams are the hub's.
+  grpc::Service* grpc_service() override { return this; }
+  void Arm(grpc::ServerCompletionQueue* cq, LiveCalls* live) override;
+
+  // The unary methods, as functions of the request.
+  grpc::Status HandleListIncidents(const grpc::ServerContext& context,
+                                   const v1::ListIncidentsRequest& request,
+                                   v1::ListIncidentsResponse* response);
+  grpc::Status HandleGetIncident(const grpc::ServerContext& context,
+                                 const v1::GetIncidentRequest& request, v1::Incident* response);
+  grpc::Status HandleListLinks(const grpc::ServerContext& context,
+                               const v1::ListLinksRequest& request,
+                               v1::ListLinksResponse* response);
+  grpc::Status HandleGetNode(const grpc::ServerContext& context, const v1::GetNodeRequest& request,
+                             v1::NodeStatus* response);
+  grpc::Status HandleTopStragglers(const grpc::ServerContext& context,
+                                   const v1::TopStragglersRequest& request,
+                                   v1::TopStragglersResponse* response);
+  grpc::Status HandleGetStatus(const grpc::ServerContext& context,
+                               const v1::GetStatusRequest& request, v1::ClusterStatus* response);
+  grpc::Status HandleGetTopology(const grpc::ServerContext& context,
+                                 const v1::GetTopologyRequest& request,
+                                 v1::TopologyView* response);
 
  private:
+  template <class Req, class Resp>
+  using RequestMethod = void (QueryService::*)(grpc::ServerContext*, Req*,
+                                               grpc::ServerAsyncResponseWriter<Resp>*,
+                                               grpc::CompletionQueue*,
+                                               grpc::ServerCompletionQueue*, void*);
+  template <class Req, class Resp>
+  using HandleMethod = grpc::Status (QueryService::*)(const grpc::ServerContext&, const Req&,
+                                                       Resp*);
+  template <class Req, class Resp>
+  void ArmUnary(grpc::ServerCompletionQueue* cq, LiveCalls* live,
+                RequestMethod<Req, Resp> request, HandleMethod<Req, Resp> handle);
+
   // Every link with its open incidents (`node` empty: every node), in node, source, device, port
   // order.
   std::vector<v1::LinkStatus> Links(const std::string& node) const;
   // The reader-role check of every call (OK without roles).
-  grpc::Status Denied(const grpc::CallbackServerContext& context) const;
+  grpc::Status Denied(const grpc::ServerContextBase& context) const;
 
   AnalysisHost* const host_;
   const IngestCore* const core_;
   const QueryServiceOptions options_;
   const std::shared_ptr<IncidentWatchHub> watch_;
+  WorkQueue work_;  // last: stopped (after running what is queued) before the rest goes
 };
 
 // Whether a fabric incident (link_*, pause_storm, congestion) is about this link: same node and
