@@ -105,7 +105,9 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
     if (extra) builder.RegisterService(extra->grpc_service());
   }
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
-  for (int i = 0; i < std::max(1, o.grpc_threads); ++i) queues.push_back(builder.AddCompletionQueue());
+  for (int i = 0; i < std::max(1, o.grpc_threads); ++i) {
+    queues.push_back(builder.AddCompletionQueue());
+  }
   // gRPC cuts off a message over its limit without telling the service; the service checks
   // --max-message-bytes itself (and counts), gRPC only what is far over it.
   builder.SetMaxReceiveMessageSize(

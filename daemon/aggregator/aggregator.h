@@ -40,7 +40,7 @@
 namespace grpc {
 class Server;
 class Service;
-}
+}  // namespace grpc
 
 namespace ringside::daemon {
 

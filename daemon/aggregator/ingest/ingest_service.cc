@@ -414,8 +414,7 @@ int AdmissionThreads(int configured) {
 
 }  // namespace
 
-IngestService::Admission::Admission(int threads, std::atomic<int64_t>* queued)
-    : queued_(queued) {
+IngestService::Admission::Admission(int threads, std::atomic<int64_t>* queued) : queued_(queued) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Loop(); });
 }
 

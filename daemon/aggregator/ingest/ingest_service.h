@@ -52,7 +52,7 @@ struct IngestServiceOptions {
   absl::Duration hello_timeout = absl::Seconds(10);
   size_t max_sessions = 20064;  // open streams, with or without a Hello
   std::string aggregator_version;
-  bool check_peer_node = true;                  // PeerMayClaimNode (a no-op on plaintext)
+  bool check_peer_node = true;  // PeerMayClaimNode (a no-op on plaintext)
   // Who may ingest (grpc_roles.h): an agent certificate, never a reader's or a token. Null: any.
   std::shared_ptr<RoleAuthorizer> roles;
   std::function<absl::Time()> now = absl::Now;  // for the Hello timeout

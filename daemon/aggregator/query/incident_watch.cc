@@ -27,7 +27,7 @@ class IncidentWatchHub::Watcher final
 
   // Requests the call on `cq`.
   void Request() {
-    arming_->service->RequestWatchIncidents(context(), request(), writer(), arming_->cq,
+    arming_->service->RequestWatchIncidents(context(), request(), stream(), arming_->cq,
                                             arming_->cq, arrival());
   }
 

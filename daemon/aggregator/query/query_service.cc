@@ -69,7 +69,8 @@ QueryService::QueryService(AnalysisHost* host, const IngestCore* core, QueryServ
       watch_(IncidentWatchHub::Create(host, options_.watch)) {}
 
 grpc::Status QueryService::HandleListIncidents(const grpc::ServerContext& context,
-    const v1::ListIncidentsRequest& request, v1::ListIncidentsResponse* response) {
+                                               const v1::ListIncidentsRequest& request,
+                                               v1::ListIncidentsResponse* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   IncidentFilter f;
   absl::StatusOr<std::optional<analysis::IncidentKind>> kind = ParseKindFilter(request.kind());
@@ -87,7 +88,8 @@ grpc::Status QueryService::HandleListIncidents(const grpc::ServerContext& contex
 }
 
 grpc::Status QueryService::HandleGetIncident(const grpc::ServerContext& context,
-    const v1::GetIncidentRequest& request, v1::Incident* response) {
+                                             const v1::GetIncidentRequest& request,
+                                             v1::Incident* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   absl::StatusOr<analysis::Incident> inc = FindIncident(host_, request.id());
   if (!inc.ok()) return ToGrpc(inc.status());
@@ -133,7 +135,8 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
 }
 
 grpc::Status QueryService::HandleListLinks(const grpc::ServerContext& context,
-    const v1::ListLinksRequest& request, v1::ListLinksResponse* response) {
+                                           const v1::ListLinksRequest& request,
+                                           v1::ListLinksResponse* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   for (v1::LinkStatus& s : Links(request.node())) {
     if (request.unhealthy_only() && s.healthy()) continue;
@@ -148,13 +151,14 @@ grpc::Status QueryService::HandleListLinks(const grpc::ServerContext& context,
 }
 
 grpc::Status QueryService::HandleGetNode(const grpc::ServerContext& context,
-    const v1::GetNodeRequest& request, v1::NodeStatus* response) {
+                                         const v1::GetNodeRequest& request,
+                                         v1::NodeStatus* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   const std::string& node = request.node();
   std::optional<NodeStatus> status = node.empty() ? std::nullopt : core_->Node(node);
   if (!status) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                      absl::StrCat("no node \"", node, "\" has reported"));
+                        absl::StrCat("no node \"", node, "\" has reported"));
   }
   response->set_node(node);
   response->set_stale(status->stale);
@@ -204,14 +208,15 @@ grpc::Status QueryService::HandleGetNode(const grpc::ServerContext& context,
 }
 
 grpc::Status QueryService::HandleTopStragglers(const grpc::ServerContext& context,
-    const v1::TopStragglersRequest& request, v1::TopStragglersResponse* response) {
+                                               const v1::TopStragglersRequest& request,
+                                               v1::TopStragglersResponse* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   if (request.window_seconds() != 0) {
     // Never implemented: the scores are over the detector's window of instances. Refused rather
     // than accepted and ignored (issue #17).
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                      "window_seconds is not supported: the scores are over the "
-                                      "straggler detector's window (straggler.window instances)");
+                        "window_seconds is not supported: the scores are over the "
+                        "straggler detector's window (straggler.window instances)");
   }
   std::vector<analysis::RankView> ranks;
   if (host_ != nullptr) {
@@ -245,7 +250,8 @@ grpc::Status QueryService::HandleTopStragglers(const grpc::ServerContext& contex
 }
 
 grpc::Status QueryService::HandleGetStatus(const grpc::ServerContext& context,
-    const v1::GetStatusRequest& , v1::ClusterStatus* response) {
+                                           const v1::GetStatusRequest&,
+                                           v1::ClusterStatus* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   const absl::Time now = options_.now();
   uint32_t nodes = 0, stale = 0;
@@ -284,7 +290,8 @@ grpc::Status QueryService::HandleGetStatus(const grpc::ServerContext& context,
 }
 
 grpc::Status QueryService::HandleGetTopology(const grpc::ServerContext& context,
-    const v1::GetTopologyRequest& request, v1::TopologyView* response) {
+                                             const v1::GetTopologyRequest& request,
+                                             v1::TopologyView* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
   if (host_ == nullptr) {
     response->set_source("none");
@@ -371,8 +378,9 @@ void QueryService::ArmUnary(grpc::ServerCompletionQueue* cq, LiveCalls* live,
                                     grpc::ServerCompletionQueue* queue, void* tag) {
     (this->*request)(context, req, writer, queue, queue, tag);
   };
-  method->handle = [this, handle](const grpc::ServerContext& context, const Req& req,
-                                  Resp* resp) { return (this->*handle)(context, req, resp); };
+  method->handle = [this, handle](const grpc::ServerContext& context, const Req& req, Resp* resp) {
+    return (this->*handle)(context, req, resp);
+  };
   method->work = &work_;
   method->live = live;
   AsyncUnary<Req, Resp>::Arm(std::move(method), cq);
@@ -383,19 +391,18 @@ void QueryService::Arm(grpc::ServerCompletionQueue* cq, LiveCalls* live) {
       cq, live, &QueryService::RequestListIncidents, &QueryService::HandleListIncidents);
   ArmUnary<v1::GetIncidentRequest, v1::Incident>(cq, live, &QueryService::RequestGetIncident,
                                                  &QueryService::HandleGetIncident);
-  ArmUnary<v1::ListLinksRequest, v1::ListLinksResponse>(
-      cq, live, &QueryService::RequestListLinks, &QueryService::HandleListLinks);
+  ArmUnary<v1::ListLinksRequest, v1::ListLinksResponse>(cq, live, &QueryService::RequestListLinks,
+                                                        &QueryService::HandleListLinks);
   ArmUnary<v1::GetNodeRequest, v1::NodeStatus>(cq, live, &QueryService::RequestGetNode,
                                                &QueryService::HandleGetNode);
   ArmUnary<v1::TopStragglersRequest, v1::TopStragglersResponse>(
       cq, live, &QueryService::RequestTopStragglers, &QueryService::HandleTopStragglers);
   ArmUnary<v1::GetStatusRequest, v1::ClusterStatus>(cq, live, &QueryService::RequestGetStatus,
                                                     &QueryService::HandleGetStatus);
-  ArmUnary<v1::GetTopologyRequest, v1::TopologyView>(
-      cq, live, &QueryService::RequestGetTopology, &QueryService::HandleGetTopology);
-  watch_->Arm(this, cq, live, [this](const grpc::ServerContextBase& context) {
-    return Denied(context);
-  });
+  ArmUnary<v1::GetTopologyRequest, v1::TopologyView>(cq, live, &QueryService::RequestGetTopology,
+                                                     &QueryService::HandleGetTopology);
+  watch_->Arm(this, cq, live,
+              [this](const grpc::ServerContextBase& context) { return Denied(context); });
 }
 
 }  // namespace ringside::daemon

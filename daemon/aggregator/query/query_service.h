@@ -68,21 +68,20 @@ class QueryService final : public v1::Query::AsyncService, public AsyncGrpcServi
   grpc::Status HandleGetStatus(const grpc::ServerContext& context,
                                const v1::GetStatusRequest& request, v1::ClusterStatus* response);
   grpc::Status HandleGetTopology(const grpc::ServerContext& context,
-                                 const v1::GetTopologyRequest& request,
-                                 v1::TopologyView* response);
+                                 const v1::GetTopologyRequest& request, v1::TopologyView* response);
 
  private:
   template <class Req, class Resp>
   using RequestMethod = void (QueryService::*)(grpc::ServerContext*, Req*,
                                                grpc::ServerAsyncResponseWriter<Resp>*,
-                                               grpc::CompletionQueue*,
-                                               grpc::ServerCompletionQueue*, void*);
+                                               grpc::CompletionQueue*, grpc::ServerCompletionQueue*,
+                                               void*);
   template <class Req, class Resp>
   using HandleMethod = grpc::Status (QueryService::*)(const grpc::ServerContext&, const Req&,
-                                                       Resp*);
+                                                      Resp*);
   template <class Req, class Resp>
-  void ArmUnary(grpc::ServerCompletionQueue* cq, LiveCalls* live,
-                RequestMethod<Req, Resp> request, HandleMethod<Req, Resp> handle);
+  void ArmUnary(grpc::ServerCompletionQueue* cq, LiveCalls* live, RequestMethod<Req, Resp> request,
+                HandleMethod<Req, Resp> handle);
 
   // Every link with its open incidents (`node` empty: every node), in node, source, device, port
   // order.

@@ -27,9 +27,8 @@ void WorkQueue::Loop() {
     {
       absl::MutexLock l(&mu_);
       mu_.Await(absl::Condition(
-          +[](WorkQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-            return q->stop_ || !q->queue_.empty();
-          },
+          +[](WorkQueue* q)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stop_ || !q->queue_.empty(); },
           this));
       if (queue_.empty()) return;  // stopped, and all done
       next = std::move(queue_.front());

@@ -67,9 +67,7 @@ class GrpcServerTest : public ::testing::Test {
     }
     return pred();
   }
-  uint64_t Ends(EndReason r) const {
-    return agg_->stats().ends[static_cast<size_t>(r)].load();
-  }
+  uint64_t Ends(EndReason r) const { return agg_->stats().ends[static_cast<size_t>(r)].load(); }
 
   absl::Mutex log_mu_;
   std::vector<std::string> log_;
@@ -88,7 +86,8 @@ void StreamsAndQueries(GrpcServerTest* t, int port, std::unique_ptr<v1::Query::S
       RawAgent agent(port);
       if (!agent.Send(HelloMsg(absl::StrCat("node-", a), 1)) || !agent.Read()) return;
       std::vector<v1::SeriesDef> defs;
-      for (uint32_t id = 1; id <= 50; ++id) defs.push_back(CounterDef(id, absl::StrCat("c", id), 64));
+      for (uint32_t id = 1; id <= 50; ++id)
+        defs.push_back(CounterDef(id, absl::StrCat("c", id), 64));
       if (!agent.Send(DefsMsg(defs))) return;
       for (uint64_t seq = 1; seq <= kBatches; ++seq) {
         std::vector<std::pair<uint32_t, uint64_t>> values;
