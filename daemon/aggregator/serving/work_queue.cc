@@ -1,5 +1,7 @@
 #include "daemon/aggregator/serving/work_queue.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 namespace ringside::daemon {
@@ -22,6 +24,7 @@ void WorkQueue::Stop() {
 }
 
 void WorkQueue::Loop() {
+  pthread_setname_np(pthread_self(), "rs-query");
   for (;;) {
     std::function<void()> next;
     {
