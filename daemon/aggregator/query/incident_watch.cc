@@ -105,11 +105,7 @@ class IncidentWatchHub::Watcher final
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    if (finish_after_write_) {
-      Finish(*finish_after_write_);
-      finish_after_write_.reset();
-      return;
-    }
+    if (finished_) return;  // a Finish waiting for this write is sent now (AsyncStreamCall)
     if (!ok) {  // the stream broke (client gone)
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
       return;
@@ -151,11 +147,7 @@ class IncidentWatchHub::Watcher final
     finished_ = true;
     finished_at_ = SteadyNow();
     queue_.clear();
-    if (writing_) {
-      finish_after_write_ = std::move(status);
-    } else {
-      Finish(status);
-    }
+    Finish(status);  // sent once the write in flight, if any, completes
   }
 
   const std::shared_ptr<IncidentWatchHub> hub_;
@@ -172,7 +164,6 @@ class IncidentWatchHub::Watcher final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time finished_at_ ABSL_GUARDED_BY(mu_);  // SteadyNow()
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
 };
 
 std::shared_ptr<IncidentWatchHub> IncidentWatchHub::Create(AnalysisHost* host,
