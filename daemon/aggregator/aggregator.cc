@@ -4,7 +4,6 @@
 #include <chrono>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/aggregator/ingest/ingest_service.h"
@@ -249,19 +248,15 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Start(AggregatorOptions 
 }
 
 void Aggregator::Housekeeping() {
-  absl::flat_hash_set<std::string> stale;
   // On the monotonic clock: a step back of the wall clock must not hold housekeeping (staleness,
   // Hello expiry, the watchdog heartbeat) for the step's length.
   while (!WaitForNotificationSteady(stop_, options_.housekeeping_interval)) {
     service_->ExpireHellos(options_.steady_now());
-    for (const NodeStatus& n : core_->Nodes()) {
-      const bool was = stale.contains(n.node);
-      if (n.stale && !was) {
-        stale.insert(n.node);
+    for (const StaleChange& n : core_->StaleChanges()) {
+      if (n.stale) {
         Log(absl::StrCat("node ", n.node, " is stale: nothing since ",
                          absl::FormatTime(n.last_seen, absl::UTCTimeZone())));
-      } else if (!n.stale && was) {
-        stale.erase(n.node);
+      } else {
         Log(absl::StrCat("node ", n.node, " reports again"));
       }
     }

@@ -40,6 +40,7 @@ struct IngestCore::NodeEntry : public std::enable_shared_from_this<NodeEntry> {
   // counters come here. Until then, a node whose Hellos offer only collectives is not judged stale.
   bool counters_here ABSL_GUARDED_BY(mu) = false;
   bool hello_seen ABSL_GUARDED_BY(mu) = false;
+  bool stale_reported ABSL_GUARDED_BY(mu) = false;  // by StaleChanges
   absl::Time last_undefined_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 
   Epoch* FindEpoch(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -541,6 +542,30 @@ std::vector<NodeStatus> IngestCore::Nodes() const {
     out.push_back(StatusOf(*node, steady, started_, started_steady_, options_.stale_after));
   }
   return out;
+}
+
+std::vector<StaleChange> IngestCore::StaleChanges() {
+  const absl::Time steady = options_.steady_now();
+  std::vector<NodeEntry*> nodes;
+  {
+    // Nodes are never removed (IngestCore keeps them for its lifetime): raw pointers suffice.
+    absl::MutexLock l(&mu_);
+    nodes.reserve(nodes_.size());
+    for (const auto& [name, entry] : nodes_) nodes.push_back(entry.get());
+  }
+  std::vector<StaleChange> changes;
+  for (NodeEntry* node : nodes) {
+    absl::MutexLock l(&node->mu);
+    const bool stale = StaleLocked(*node, steady, started_steady_, options_.stale_after);
+    if (stale == node->stale_reported) continue;
+    node->stale_reported = stale;
+    changes.push_back(StaleChange{
+        node->name, stale,
+        node->last_seen == absl::InfinitePast() ? started_ : node->last_seen});
+  }
+  std::sort(changes.begin(), changes.end(),
+            [](const StaleChange& a, const StaleChange& b) { return a.node < b.node; });
+  return changes;
 }
 
 std::optional<NodeStatus> IngestCore::Node(const std::string& name) const {

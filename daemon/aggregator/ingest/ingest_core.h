@@ -106,6 +106,13 @@ struct NodeStatus {
   std::vector<EpochStatus> epochs;
 };
 
+// A node whose staleness changed (IngestCore::StaleChanges).
+struct StaleChange {
+  std::string node;
+  bool stale = false;
+  absl::Time last_seen;  // as NodeStatus::last_seen
+};
+
 struct IngestTotals {
   size_t nodes = 0;
   size_t stale_nodes = 0;
@@ -200,6 +207,11 @@ class IngestCore {
   // --- Readers (any thread) ---
   std::vector<NodeStatus> Nodes() const;
   std::optional<NodeStatus> Node(const std::string& node) const;
+  // The nodes whose staleness changed since the previous call (a node is first taken as not
+  // stale), sorted by name: each change once. For the housekeeping log, twice a second: it visits
+  // every node but builds no NodeStatus (Nodes() at 12,500 nodes, every 500 ms, was 7 % of the
+  // aggregator's CPU). One caller at a time.
+  std::vector<StaleChange> StaleChanges();
   // NotFound for an unknown node.
   absl::StatusOr<std::vector<analysis::SeriesView>> Series(const std::string& node) const;
   // The window of recent collective records / link events of a node, oldest first.

@@ -177,12 +177,15 @@ class IngestSession final : public AsyncBidi,
     FinishLocked(status);
   }
 
-  void ExpireIfNoHello(absl::Time now, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+  // Whether the session still waits for its Hello after this (false once it has one or ended).
+  bool ExpireIfNoHello(absl::Time now, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock l(&mu_);
-    if (finished_ || node_ || now - created_ < timeout) return;
+    if (finished_ || node_) return false;
+    if (now - created_ < timeout) return true;
     IngestStats::Add(service_->stats_->refusals, RefusalReason::kHelloTimeout);
     FinishLocked(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                               absl::StrCat("no Hello within ", absl::FormatDuration(timeout))));
+    return false;
   }
 
  private:
@@ -485,6 +488,7 @@ std::optional<grpc::Status> IngestService::Register(uint64_t id,
                                          ", --max-sessions=", options_.max_sessions, ")"));
     } else {
       sessions_[id] = std::move(session);
+      awaiting_hello_.insert(id);
     }
   }
   stats_->sessions_active.fetch_add(1, std::memory_order_relaxed);
@@ -532,17 +536,31 @@ void IngestService::Arm(grpc::ServerCompletionQueue* cq, LiveCalls* live) {
 void IngestService::Remove(uint64_t id) {
   absl::MutexLock l(&mu_);
   sessions_.erase(id);
+  awaiting_hello_.erase(id);
 }
 
 void IngestService::ExpireHellos(absl::Time now) {
-  std::vector<std::shared_ptr<IngestSession>> open;
+  std::vector<std::pair<uint64_t, std::shared_ptr<IngestSession>>> waiting;
+  std::vector<uint64_t> settled;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& [id, weak] : sessions_) {
-      if (auto s = weak.lock()) open.push_back(std::move(s));
+    waiting.reserve(awaiting_hello_.size());
+    for (uint64_t id : awaiting_hello_) {
+      auto it = sessions_.find(id);
+      std::shared_ptr<IngestSession> s = it != sessions_.end() ? it->second.lock() : nullptr;
+      if (s) {
+        waiting.emplace_back(id, std::move(s));
+      } else {
+        settled.push_back(id);
+      }
     }
   }
-  for (const auto& s : open) s->ExpireIfNoHello(now, options_.hello_timeout);
+  for (const auto& [id, s] : waiting) {
+    if (!s->ExpireIfNoHello(now, options_.hello_timeout)) settled.push_back(id);
+  }
+  if (settled.empty()) return;
+  absl::MutexLock l(&mu_);
+  for (uint64_t id : settled) awaiting_hello_.erase(id);
 }
 
 void IngestService::Shutdown() {

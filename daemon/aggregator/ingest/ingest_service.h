@@ -35,6 +35,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -122,6 +123,10 @@ class IngestService final : public v1::Ingest::WithRawMethod_Stream<v1::Ingest::
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, std::weak_ptr<IngestSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Sessions that may still be waiting for their Hello: what ExpireHellos visits (the others
+  // are dropped from here at its first visit after their Hello), so that a tick costs the streams
+  // being opened, not all of them.
+  absl::flat_hash_set<uint64_t> awaiting_hello_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<CallRequest>> requests_ ABSL_GUARDED_BY(mu_);  // one a queue
   Admission admission_;  // last: its threads stop before the rest goes
 };

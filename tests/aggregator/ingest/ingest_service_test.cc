@@ -401,17 +401,39 @@ TEST_F(IngestServiceTest, NodeBecomesStaleOnTheInjectedClock) {
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_DOUBLE_EQ(seen[0].value, 1'800'000'000.0);
   EXPECT_EQ(prom.Find("ringside_aggregator_nodes_stale")[0].value, 1);
-  EXPECT_TRUE(Eventually([&] {
+  auto logged = [&](absl::string_view what) {
     absl::MutexLock l(&log_mu_);
-    for (const std::string& line : log_) {
-      if (absl::StrContains(line, "node n is stale")) return true;
-    }
-    return false;
-  }));
-  // A message makes it fresh again.
+    int n = 0;
+    for (const std::string& line : log_) n += absl::StrContains(line, what) ? 1 : 0;
+    return n;
+  };
+  EXPECT_TRUE(Eventually([&] { return logged("node n is stale") > 0; }));
+  // A message makes it fresh again, and housekeeping says so.
   ASSERT_TRUE(agent.Send(CollectivesMsg(1, 1, 1)));
   ASSERT_TRUE(agent.WaitAck(1));
   EXPECT_FALSE(agg_->core().Node("n")->stale);
+  EXPECT_TRUE(Eventually([&] { return logged("node n reports again") > 0; }));
+  // Each change is logged once, however many housekeeping ticks see it.
+  absl::SleepFor(absl::Milliseconds(100));  // five ticks
+  EXPECT_EQ(logged("node n is stale"), 1);
+  EXPECT_EQ(logged("node n reports again"), 1);
+}
+
+// Hello expiry visits only the streams still opening: one that said Hello outlives the timeout,
+// one that said nothing beside it is ended.
+TEST_F(IngestServiceTest, HelloTimeoutSparesStreamsThatSaidHello) {
+  AggregatorOptions o = Options();
+  o.hello_timeout = absl::Milliseconds(200);
+  Start(o);
+  RawAgent talker(port());
+  Hello(talker, "n", 1);
+  RawAgent silent(port());
+  grpc::Status s = silent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(talker.Send(CollectivesMsg(1, 1, 1)));
+  EXPECT_TRUE(talker.WaitAck(1));
+  EXPECT_EQ(agg_->service().open_sessions(), 1u);
 }
 
 // Staleness is an interval: a step of the wall clock (NTP) neither marks a node stale (forward)
