@@ -130,6 +130,7 @@ TEST(FuzzCorpusTest, TraceImport) { Replay("trace_import", TraceImport, 10000); 
 TEST(FuzzCorpusTest, DetectionConfig) { Replay("detection_config", DetectionConfig, 10000); }
 TEST(FuzzCorpusTest, ScenarioYaml) { Replay("scenario_yaml", ScenarioYaml, 10000); }
 TEST(FuzzCorpusTest, SeriesDefsWire) { Replay("series_defs_wire", SeriesDefsWire, 10000); }
+TEST(FuzzCorpusTest, SampleBatchWire) { Replay("sample_batch_wire", SampleBatchWire, 10000); }
 
 }  // namespace
 }  // namespace ringside::fuzz

@@ -24,6 +24,7 @@ bool IngestSession(const uint8_t* data, size_t size);
 // and the reader must stop exactly at the first definition the ingest checks refuse. Accepted:
 // the reader took it and every definition is well formed.
 bool SeriesDefsWire(const uint8_t* data, size_t size);
+bool SampleBatchWire(const uint8_t* data, size_t size);
 
 // The agent's collective socket: the input is the byte stream one plugin connection sends. Frames
 // are cut with DecodeBatchHeader and decoded with DecodeFrame (as the listener does), and the

@@ -14,7 +14,7 @@ build=${2:-$src/build-fuzz}
 shift 2 2>/dev/null || shift $#
 targets=${*:-"ingest_session collective_stream sysfs_text topology_text ethtool_text ethtool_ioctl
   netlink_link mad_fields journal_segment trace_import detection_config scenario_yaml
-  series_defs_wire"}
+  series_defs_wire sample_batch_wire"}
 shared=${RINGSIDE_SHARED_DIR:-$src/../shared}
 status=0
 for t in $targets; do

@@ -202,6 +202,32 @@ void WriteSeriesDefsWire() {
   Write("bad-hello", Hello().SerializeAsString());
 }
 
+// --- sample_batch_wire: one AgentMessage's bytes (the sampling path's in-place reader) ----------
+void WriteSampleBatchWire() {
+  Write("ok-batch", Samples(1, 1000).SerializeAsString());
+  v1::AgentMessage wide = Samples(7, 0);
+  wide.mutable_samples()->add_ids(4'000'000'000u);
+  wide.mutable_samples()->add_values(~uint64_t{0});  // a 10-byte varint
+  wide.mutable_samples()->set_timestamp_unix_nanos(-5);  // negative: 10 bytes too
+  Write("ok-wide", wide.SerializeAsString());
+  v1::AgentMessage empty;
+  empty.set_seq(3);
+  empty.mutable_samples();
+  Write("ok-empty", empty.SerializeAsString());
+  Write("ok-seq0", Samples(0, 1).SerializeAsString());  // read here; the core refuses it
+  v1::AgentMessage uneven = Samples(2, 1);
+  uneven.mutable_samples()->add_ids(9);
+  Write("bad-uneven", uneven.SerializeAsString());  // read here; the core refuses it
+  Write("bad-defs", Defs().SerializeAsString());
+  Write("bad-hello", Hello().SerializeAsString());
+  // ids unpacked (field 2 as varints): valid protobuf, not the canonical encoding: declined.
+  Write("bad-unpacked", std::string("\x08\x01\x62\x04\x10\x05\x18\x06", 8));
+  // An unknown field in the batch: declined, protobuf's to keep.
+  Write("bad-unknown-field", std::string("\x08\x01\x62\x02\x48\x01", 6));
+  const std::string whole = Samples(4, 77).SerializeAsString();
+  Write("bad-truncated", whole.substr(0, whole.size() - 3));
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -580,5 +606,6 @@ int main(int argc, char** argv) {
   InDir("detection_config", WriteDetection);
   InDir("scenario_yaml", WriteScenario);
   InDir("series_defs_wire", WriteSeriesDefsWire);
+  InDir("sample_batch_wire", WriteSampleBatchWire);
   return 0;
 }

@@ -317,6 +317,84 @@ absl::Status IngestCore::DefineLocked(NodeEntry& n, const SeriesDefsView& defs) 
   return absl::OkStatus();
 }
 
+absl::Status IngestCore::SamplesLocked(NodeEntry& n, uint64_t seq, absl::Time now,
+                                       int64_t timestamp_unix_nanos,
+                                       absl::Span<const uint32_t> ids,
+                                       absl::Span<const uint64_t> values) {
+  n.mu.AssertHeld();
+  if (ids.size() != values.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("SampleBatch seq ", seq, ": ", ids.size(),
+                                                   " ids but ", values.size(), " values"));
+  }
+  const int64_t t = timestamp_unix_nanos != 0 ? timestamp_unix_nanos : absl::ToUnixNanos(now);
+  uint64_t accepted = 0;
+  uint64_t undefined = 0;
+  uint64_t out_of_order = 0;
+  uint32_t first_undefined = 0;
+  std::array<uint64_t, kStepKinds> steps{};
+  analysis::StepResult r;
+  thread_local std::vector<analysis::ObservedSample> observed;
+  observed.clear();
+  analysis::ObservedSample detail;
+  analysis::ObservedSample* want = observer_ != nullptr ? &detail : nullptr;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!n.series->TryObserve(ids[i], values[i], t, &r, want)) {
+      if (undefined++ == 0) first_undefined = ids[i];
+      continue;
+    }
+    if (!r.accepted) {
+      ++out_of_order;
+      continue;
+    }
+    ++accepted;
+    ++steps[std::min(static_cast<size_t>(r.kind), kStepIndexMax)];
+    if (want != nullptr) observed.push_back(detail);
+  }
+  if (observer_ != nullptr && !observed.empty()) observer_->OnSamples(n.name, observed);
+  IngestStats::Add(stats_->samples, accepted);
+  for (size_t k = 0; k < kStepKinds; ++k) {
+    if (steps[k] != 0) IngestStats::Add(stats_->steps[k], steps[k]);
+  }
+  if (out_of_order != 0) {
+    IngestStats::Add(stats_->samples_rejected, SampleRejection::kOutOfOrder, out_of_order);
+  }
+  if (undefined != 0) {
+    IngestStats::Add(stats_->samples_rejected, SampleRejection::kUndefinedId, undefined);
+    if (now - n.last_undefined_log >= absl::Minutes(1) && options_.log) {
+      n.last_undefined_log = now;
+      options_.log(absl::StrCat("node ", n.name, ": ", undefined,
+                                " samples of undefined series ids skipped (first: id ",
+                                first_undefined, ", batch seq ", seq, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IngestCore::ApplySamples(NodeEntry& n, uint64_t agent_epoch, uint64_t session_id,
+                                      const SampleBatchView& b) {
+  // Apply's steps for a message whose body is a SampleBatch, in the same order.
+  IngestStats::Add(stats_->messages, MessageType::kSamples);
+  const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
+  absl::MutexLock l(&n.mu);
+  if (absl::Status s = TakeMessageLocked(n, session_id, now, steady); !s.ok()) return s;
+  if (b.seq == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(MessageTypeName(MessageType::kSamples),
+                     " with seq 0: only Hello and SeriesDefs are unsequenced"));
+  }
+  NodeEntry::Epoch& ep = n.GetEpoch(agent_epoch, now, options_.limits.max_epochs_per_node);
+  if (b.seq <= ep.applied) {
+    IngestStats::Add(stats_->duplicates);
+    return absl::OkStatus();
+  }
+  absl::Status st = SamplesLocked(n, b.seq, now, b.timestamp_unix_nanos, b.ids, b.values);
+  if (!st.ok()) return st;
+  if (b.seq > ep.applied + 1) IngestStats::Add(stats_->gap_messages, b.seq - ep.applied - 1);
+  ep.applied = b.seq;
+  return absl::OkStatus();
+}
+
 absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t session_id,
                                const v1::AgentMessage& m) {
   const MessageType type = TypeOf(m);
@@ -358,53 +436,10 @@ absl::Status IngestCore::Apply(NodeEntry& n, uint64_t agent_epoch, uint64_t sess
                                                      ": Hello and SeriesDefs carry seq 0"));
     case MessageType::kSamples: {
       const v1::SampleBatch& b = m.samples();
-      if (b.ids_size() != b.values_size()) {
-        return absl::InvalidArgumentError(absl::StrCat("SampleBatch seq ", m.seq(), ": ",
-                                                       b.ids_size(), " ids but ", b.values_size(),
-                                                       " values"));
-      }
-      const int64_t t =
-          b.timestamp_unix_nanos() != 0 ? b.timestamp_unix_nanos() : absl::ToUnixNanos(now);
-      uint64_t accepted = 0;
-      uint64_t undefined = 0;
-      uint64_t out_of_order = 0;
-      uint32_t first_undefined = 0;
-      std::array<uint64_t, kStepKinds> steps{};
-      analysis::StepResult r;
-      thread_local std::vector<analysis::ObservedSample> observed;
-      observed.clear();
-      analysis::ObservedSample detail;
-      analysis::ObservedSample* want = observer_ != nullptr ? &detail : nullptr;
-      for (int i = 0; i < b.ids_size(); ++i) {
-        if (!n.series->TryObserve(b.ids(i), b.values(i), t, &r, want)) {
-          if (undefined++ == 0) first_undefined = b.ids(i);
-          continue;
-        }
-        if (!r.accepted) {
-          ++out_of_order;
-          continue;
-        }
-        ++accepted;
-        ++steps[std::min(static_cast<size_t>(r.kind), kStepIndexMax)];
-        if (want != nullptr) observed.push_back(detail);
-      }
-      if (observer_ != nullptr && !observed.empty()) observer_->OnSamples(n.name, observed);
-      IngestStats::Add(stats_->samples, accepted);
-      for (size_t k = 0; k < kStepKinds; ++k) {
-        if (steps[k] != 0) IngestStats::Add(stats_->steps[k], steps[k]);
-      }
-      if (out_of_order != 0) {
-        IngestStats::Add(stats_->samples_rejected, SampleRejection::kOutOfOrder, out_of_order);
-      }
-      if (undefined != 0) {
-        IngestStats::Add(stats_->samples_rejected, SampleRejection::kUndefinedId, undefined);
-        if (now - n.last_undefined_log >= absl::Minutes(1) && options_.log) {
-          n.last_undefined_log = now;
-          options_.log(absl::StrCat("node ", n.name, ": ", undefined,
-                                    " samples of undefined series ids skipped (first: id ",
-                                    first_undefined, ", batch seq ", m.seq(), ")"));
-        }
-      }
+      absl::Status st = SamplesLocked(n, m.seq(), now, b.timestamp_unix_nanos(),
+                                      absl::MakeConstSpan(b.ids().data(), b.ids_size()),
+                                      absl::MakeConstSpan(b.values().data(), b.values_size()));
+      if (!st.ok()) return st;
       break;
     }
     case MessageType::kCollectives:

@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "analysis/series_state.h"
 #include "daemon/aggregator/ingest/ingest_stats.h"
+#include "daemon/aggregator/ingest/sample_batch_view.h"
 #include "daemon/aggregator/ingest/series_defs_view.h"
 #include "daemon/aggregator/journal/journal.h"
 #include "daemon/common/protocol.h"
@@ -196,6 +197,11 @@ class IngestCore {
   // it, without the parsed message. Its views must stay valid during the call.
   absl::Status ApplySeriesDefs(NodeEntry& node, uint64_t session_id, const SeriesDefsView& defs);
 
+  // A message whose body is a SampleBatch, read straight from the wire (sample_batch_view.h):
+  // what Apply does with it, without the parsed message.
+  absl::Status ApplySamples(NodeEntry& node, uint64_t agent_epoch, uint64_t session_id,
+                            const SampleBatchView& batch);
+
   // The seq an Ack may carry for this session now.
   uint64_t Ackable(NodeEntry& node, uint64_t agent_epoch);
 
@@ -229,6 +235,10 @@ class IngestCore {
   void OnDurable(const std::shared_ptr<NodeEntry>& node, uint64_t agent_epoch, uint64_t seq);
   // A SeriesDefs's definitions and info records, with the node's lock held.
   absl::Status DefineLocked(NodeEntry& node, const SeriesDefsView& defs);
+  // A SampleBatch's samples (its seq already judged new), with the node's lock held.
+  absl::Status SamplesLocked(NodeEntry& node, uint64_t seq, absl::Time now,
+                             int64_t timestamp_unix_nanos, absl::Span<const uint32_t> ids,
+                             absl::Span<const uint64_t> values);
   // A message of `session_id` came for `node` (its lock held): Aborted when a newer session owns
   // the node, else the node is seen now (`now` on the wall clock, `steady` on steady_now).
   absl::Status TakeMessageLocked(NodeEntry& node, uint64_t session_id, absl::Time now,

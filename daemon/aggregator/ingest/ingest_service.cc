@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/aggregator/ingest/sample_batch_view.h"
 #include "daemon/aggregator/ingest/series_defs_view.h"
 #include "daemon/aggregator/serving/async_bidi.h"
 #include "daemon/common/protocol.h"
@@ -247,7 +248,7 @@ class IngestSession final : public AsyncBidi,
   std::shared_ptr<SessionLink> HandleMessageLocked(size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::shared_ptr<SessionLink> replaced;
-    if (node_ && LooksLikeDefsLocked() && DefsFromWireLocked()) {
+    if (node_ && (SamplesFromWireLocked() || (LooksLikeDefsLocked() && DefsFromWireLocked()))) {
       if (!finished_) {
         MaybeWriteLocked();
         StartRead(&in_buf_);
@@ -301,6 +302,41 @@ class IngestSession final : public AsyncBidi,
                           reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()));
     slices.clear();
     return defs;
+  }
+
+  // The bytes of the message in in_buf_: one slice's, or `flat` holding them all.
+  absl::string_view BytesLocked(std::vector<grpc::Slice>* slices, std::string* flat)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    slices->clear();
+    if (!in_buf_.Dump(slices).ok() || slices->empty()) return {};
+    if (slices->size() == 1) {
+      const grpc::Slice& s = (*slices)[0];
+      return absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    flat->clear();
+    for (const grpc::Slice& slice : *slices) {
+      flat->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    return *flat;
+  }
+
+  // A SampleBatch (after the Hello) is decoded in place (sample_batch_view.h). False, with in_buf_
+  // untouched: not one, or not in the canonical encoding; the caller parses the message.
+  bool SamplesFromWireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    thread_local std::vector<grpc::Slice> slices;
+    thread_local std::string flat;
+    thread_local SampleBatchView view;
+    const absl::string_view bytes = BytesLocked(&slices, &flat);
+    const bool read = !bytes.empty() && ParseSampleBatchMessage(bytes, &view);
+    slices.clear();
+    if (!read) return false;
+    in_buf_.Clear();
+    absl::Status s = service_->core_->ApplySamples(*node_, epoch_, id_, view);
+    if (!s.ok()) {
+      end_reason_ = EndReasonFor(s);
+      FinishLocked(ToGrpc(s));
+    }
+    return true;
   }
 
   // A SeriesDefs with seq 0 (after the Hello) is read in place, its definitions' names never

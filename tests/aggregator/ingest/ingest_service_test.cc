@@ -419,6 +419,57 @@ TEST_F(IngestServiceTest, NodeBecomesStaleOnTheInjectedClock) {
   EXPECT_EQ(logged("node n reports again"), 1);
 }
 
+// A SampleBatch in the canonical encoding is decoded in place (sample_batch_view.h); any other
+// encoding is parsed by protobuf. Both must take it in alike: same states, same counts.
+TEST_F(IngestServiceTest, SampleBatchesInPlaceAndParsedAreTakenAlike) {
+  Start(Options());
+  const v1::AgentMessage defs = DefsMsg({CounterDef(1, "port_xmit_data", 64),
+                                         CounterDef(2, "symbol_error", 16),
+                                         CounterDef(3, "link_downed", 8)});
+  auto frames = [&](const std::string& node, bool canonical) {
+    std::vector<std::string> out = {HelloMsg(node, 1).SerializeAsString(),
+                                    defs.SerializeAsString()};
+    for (uint64_t seq = 1; seq <= 3; ++seq) {
+      const v1::AgentMessage m = SamplesMsg(
+          seq, kT0 + static_cast<int64_t>(seq) * 1'000'000'000,
+          {{1, 1'000'000'000'000 * seq}, {2, seq == 3 ? 4 : 65'525 + 5 * seq}, {3, 250 + seq}, {99, 1}});
+      std::string bytes = m.SerializeAsString();
+      if (!canonical) {
+        // An unknown field inside the batch: valid, kept by protobuf, declined by the reader.
+        const std::string batch = m.samples().SerializeAsString() + std::string("\x48\x01", 2);
+        bytes = std::string("\x08", 1) + static_cast<char>(seq) + "\x62" +
+                static_cast<char>(batch.size()) + batch;
+        v1::AgentMessage check;
+        EXPECT_TRUE(check.ParseFromString(bytes));
+      }
+      out.push_back(bytes);
+    }
+    return out;
+  };
+  testing::SendRawFrames(port(), frames("wire", true), absl::Seconds(1));
+  testing::SendRawFrames(port(), frames("parsed", false), absl::Seconds(1));
+  absl::StatusOr<std::vector<analysis::SeriesView>> a = agg_->core().Series("wire");
+  absl::StatusOr<std::vector<analysis::SeriesView>> b = agg_->core().Series("parsed");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), 3u);
+  ASSERT_EQ(b->size(), 3u);
+  for (size_t i = 0; i < a->size(); ++i) {
+    const analysis::SeriesState& x = (*a)[i].state;
+    const analysis::SeriesState& y = (*b)[i].state;
+    EXPECT_EQ(x.last_raw, y.last_raw) << i;
+    EXPECT_EQ(x.last_time_ns, y.last_time_ns) << i;
+    EXPECT_EQ(x.total, y.total) << i;
+    EXPECT_EQ(x.last_step, y.last_step) << i;
+    EXPECT_EQ(x.steps, y.steps) << i;
+  }
+  EXPECT_EQ((*a)[0].state.last_raw, 3'000'000'000'000u);
+  EXPECT_EQ((*a)[1].state.last_step, analysis::StepKind::kWrap);  // 65,535 then 4 on 16 bits
+  // Three batches of four samples each per node, the undefined id 99 refused in each.
+  EXPECT_EQ(Counter(agg_->stats().samples), 2u * 3 * 3);
+  EXPECT_EQ(Counter(agg_->stats().samples_rejected, SampleRejection::kUndefinedId), 2u * 3);
+  EXPECT_EQ(Counter(agg_->stats().messages, MessageType::kSamples), 2u * 3);
+}
+
 // Hello expiry visits only the streams still opening: one that said Hello outlives the timeout,
 // one that said nothing beside it is ended.
 TEST_F(IngestServiceTest, HelloTimeoutSparesStreamsThatSaidHello) {
