@@ -333,12 +333,15 @@ absl::Status IngestCore::SamplesLocked(NodeEntry& n, uint64_t seq, absl::Time no
   uint32_t first_undefined = 0;
   std::array<uint64_t, kStepKinds> steps{};
   analysis::StepResult r;
+  // Each accepted sample's detail is written in place, at the end of `observed` (144 bytes a
+  // sample, not copied again); a refused one's slot is taken by the next.
   thread_local std::vector<analysis::ObservedSample> observed;
-  observed.clear();
-  analysis::ObservedSample detail;
-  analysis::ObservedSample* want = observer_ != nullptr ? &detail : nullptr;
+  const bool observe = observer_ != nullptr;
+  if (observe && observed.size() < ids.size()) observed.resize(ids.size());
+  size_t kept = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!n.series->TryObserve(ids[i], values[i], t, &r, want)) {
+    analysis::ObservedSample* detail = observe ? &observed[kept] : nullptr;
+    if (!n.series->TryObserve(ids[i], values[i], t, &r, detail)) {
       if (undefined++ == 0) first_undefined = ids[i];
       continue;
     }
@@ -348,9 +351,9 @@ absl::Status IngestCore::SamplesLocked(NodeEntry& n, uint64_t seq, absl::Time no
     }
     ++accepted;
     ++steps[std::min(static_cast<size_t>(r.kind), kStepIndexMax)];
-    if (want != nullptr) observed.push_back(detail);
+    if (observe) ++kept;
   }
-  if (observer_ != nullptr && !observed.empty()) observer_->OnSamples(n.name, observed);
+  if (observe && kept != 0) observer_->OnSamples(n.name, absl::MakeConstSpan(observed.data(), kept));
   IngestStats::Add(stats_->samples, accepted);
   for (size_t k = 0; k < kStepKinds; ++k) {
     if (steps[k] != 0) IngestStats::Add(stats_->steps[k], steps[k]);
