@@ -304,17 +304,13 @@ class IngestSession final : public AsyncBidi,
     return defs;
   }
 
-  // The bytes of the message in in_buf_: one slice's, or `flat` holding them all.
-  absl::string_view BytesLocked(std::vector<grpc::Slice>* slices, std::string* flat)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    slices->clear();
-    if (!in_buf_.Dump(slices).ok() || slices->empty()) return {};
-    if (slices->size() == 1) {
-      const grpc::Slice& s = (*slices)[0];
-      return absl::string_view(reinterpret_cast<const char*>(s.begin()), s.size());
+  // A message's bytes from its slices: the one slice's, or `flat` holding them all.
+  static absl::string_view Flatten(const std::vector<grpc::Slice>& slices, std::string* flat) {
+    if (slices.size() == 1) {
+      return absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
     }
     flat->clear();
-    for (const grpc::Slice& slice : *slices) {
+    for (const grpc::Slice& slice : slices) {
       flat->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
     }
     return *flat;
@@ -326,8 +322,14 @@ class IngestSession final : public AsyncBidi,
     thread_local std::vector<grpc::Slice> slices;
     thread_local std::string flat;
     thread_local SampleBatchView view;
-    const absl::string_view bytes = BytesLocked(&slices, &flat);
-    const bool read = !bytes.empty() && ParseSampleBatchMessage(bytes, &view);
+    slices.clear();
+    if (!in_buf_.Dump(&slices).ok() || slices.empty() ||
+        !MayBeSampleBatchMessage(absl::string_view(
+            reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()))) {
+      slices.clear();
+      return false;
+    }
+    const bool read = ParseSampleBatchMessage(Flatten(slices, &flat), &view);
     slices.clear();
     if (!read) return false;
     in_buf_.Clear();
@@ -351,17 +353,7 @@ class IngestSession final : public AsyncBidi,
       slices.clear();
       return false;
     }
-    absl::string_view bytes;
-    if (slices.size() == 1) {
-      bytes = absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
-    } else {
-      flat.clear();
-      for (const grpc::Slice& slice : slices) {
-        flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-      }
-      bytes = flat;
-    }
-    const bool read = ParseSeriesDefsMessage(bytes, &view);
+    const bool read = ParseSeriesDefsMessage(Flatten(slices, &flat), &view);
     if (read) {
       absl::Status s = service_->core_->ApplySeriesDefs(*node_, id_, view);
       if (!s.ok()) {

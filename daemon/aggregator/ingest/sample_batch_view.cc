@@ -102,4 +102,17 @@ bool ParseSampleBatchMessage(absl::string_view bytes, SampleBatchView* out) {
   return samples;
 }
 
+bool MayBeSampleBatchMessage(absl::string_view first_bytes) {
+  const char* p = first_bytes.data();
+  const char* const end = p + first_bytes.size();
+  if (p == end) return true;
+  if (static_cast<uint8_t>(*p) == Tag(1, kVarint)) {
+    ++p;
+    uint64_t seq;
+    if (!ReadVarint(p, end, &seq)) return true;  // the seq runs past these bytes
+    if (p == end) return true;
+  }
+  return static_cast<uint8_t>(*p) == Tag(12, kLen);
+}
+
 }  // namespace ringside::daemon

@@ -32,6 +32,11 @@ struct SampleBatchView {
 // a message, or not in the canonical encoding (`out` is then unspecified); parse it with protobuf.
 bool ParseSampleBatchMessage(absl::string_view bytes, SampleBatchView* out);
 
+// Whether a message whose first bytes are these may be one (its seq, if any, then the samples
+// tag): cheap, so that other messages (a node's definitions, 112 KB) are not gathered from their
+// slices for nothing. True when the bytes are too few to tell.
+bool MayBeSampleBatchMessage(absl::string_view first_bytes);
+
 }  // namespace ringside::daemon
 
 #endif  // RINGSIDE_DAEMON_AGGREGATOR_INGEST_SAMPLE_BATCH_VIEW_H_

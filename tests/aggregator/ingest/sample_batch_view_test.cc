@@ -104,5 +104,27 @@ TEST(SampleBatchViewTest, DeclinesWhatIsNotACanonicalSampleBatch) {
   EXPECT_FALSE(parsed.ParseFromString(long_varint));
 }
 
+TEST(SampleBatchViewTest, TellsFromTheFirstBytesWhatMayBeABatch) {
+  v1::AgentMessage m;
+  m.set_seq(300);  // a two-byte varint
+  m.mutable_samples()->add_ids(1);
+  m.mutable_samples()->add_values(2);
+  const std::string bytes = m.SerializeAsString();
+  EXPECT_TRUE(MayBeSampleBatchMessage(bytes));
+  for (size_t n = 0; n < 4; ++n) {  // too few bytes to tell: maybe
+    EXPECT_TRUE(MayBeSampleBatchMessage(absl::string_view(bytes).substr(0, n))) << n;
+  }
+  v1::AgentMessage seq0;
+  seq0.mutable_samples()->add_ids(1);
+  EXPECT_TRUE(MayBeSampleBatchMessage(seq0.SerializeAsString()));
+  v1::AgentMessage defs;
+  defs.mutable_series_defs()->add_defs()->set_id(1);
+  EXPECT_FALSE(MayBeSampleBatchMessage(defs.SerializeAsString()));
+  v1::AgentMessage collectives;
+  collectives.set_seq(5);
+  collectives.mutable_collectives()->add_records()->set_rank(1);
+  EXPECT_FALSE(MayBeSampleBatchMessage(collectives.SerializeAsString()));
+}
+
 }  // namespace
 }  // namespace ringside::daemon
