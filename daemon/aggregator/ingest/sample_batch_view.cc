@@ -23,7 +23,7 @@ bool ReadPacked(absl::string_view run, std::vector<T>* out) {
   out->resize(count);
   T* w = out->data();
   while (p < end) {
-    // The common case, a varint of 1 or 2 bytes (ids; small and idle values), without the loop.
+    // The commonest case, a one-byte varint (small ids, idle values), without the loop.
     const uint8_t b0 = static_cast<uint8_t>(*p);
     if (b0 < 0x80) {
       *w++ = static_cast<T>(b0);
