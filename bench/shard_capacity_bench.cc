@@ -79,6 +79,10 @@ ABSL_FLAG(int, idle_streams, 0,
           "Idle mode instead of the paced load: open this many streams, each a Hello (and "
           "--idle-series definitions), then nothing for --duration.");
 ABSL_FLAG(int, idle_series, 0, "Idle mode: series definitions each idle stream sends.");
+ABSL_FLAG(bool, defs_by_reference, true,
+          "Agents name their definition set by its digest in the Hello, as ringside-agent does; "
+          "the aggregator then needs the definitions of one agent in many (docs/protocol.md). "
+          "false: every agent sends its definitions, as agents before that did.");
 ABSL_FLAG(int, connect_window, 256, "Streams being opened at once (Hello not yet acknowledged).");
 ABSL_FLAG(std::string, aggregator, RINGSIDE_BENCH_AGGREGATOR, "The ringside-aggregator binary.");
 
@@ -237,7 +241,7 @@ int RunPaced() {
     std::fprintf(stderr, "--agents, --series and --rate must be positive\n");
     return 2;
   }
-  const SeriesShape shape(n_series);
+  const SeriesShape shape(n_series, absl::GetFlag(FLAGS_defs_by_reference));
   const double target = 1.0 * n_agents * n_series * rate;
   std::printf("ringside-shard-capacity-bench (issues #14, #26): paced, detectors %s, %d driver "
               "thread%s\n",
@@ -435,7 +439,7 @@ int RunIdle() {
   std::printf("ringside-shard-capacity-bench (issue #14): %d idle streams, %d series defined each, "
               "detectors %s\n",
               n, n_series, absl::GetFlag(FLAGS_detect) ? "on" : "off");
-  const SeriesShape shape(n_series);
+  const SeriesShape shape(n_series, absl::GetFlag(FLAGS_defs_by_reference));
   if (n_series > 0) {
     // What the aggregator's session holds while this is its last message: the parsed definitions.
     ringside::v1::AgentMessage parsed;

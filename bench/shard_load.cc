@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "bench/port_series.h"
 #include "daemon/common/protocol.h"
+#include "daemon/common/series_set_digest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "ringside/v1/ingest.pb.h"
@@ -71,7 +72,7 @@ const char* CodeName(grpc::StatusCode c) {
 
 }  // namespace
 
-SeriesShape::SeriesShape(int n_series)
+SeriesShape::SeriesShape(int n_series, bool by_reference)
     : n(n_series), encoder(Ids(n_series)) {
   steps.reserve(n);
   masks.reserve(n);
@@ -85,6 +86,12 @@ SeriesShape::SeriesShape(int n_series)
   if (n > 0) {
     ringside::v1::AgentMessage m;
     AddPortSeriesDefs(n, m.mutable_series_defs());
+    if (by_reference) {
+      ringside::daemon::SeriesSetDigest d;
+      for (const ringside::v1::SeriesDef& def : m.series_defs().defs()) d.Add(def);
+      digest = d.Finish();
+      m.mutable_series_defs()->set_complete_digest(digest);
+    }
     const std::string bytes = m.SerializeAsString();
     defs = grpc::Slice(bytes.data(), bytes.size());
   }
@@ -160,6 +167,7 @@ AgentStream::AgentStream(LoadTotals* totals, SimAgent* agent, bool batches,
   h.mutable_hello()->set_protocol_version(ringside::daemon::kProtocolVersion);
   h.mutable_hello()->set_min_protocol_version(ringside::daemon::kMinProtocolVersion);
   h.mutable_hello()->set_resend_from_seq(resend_from_seq);
+  if (!agent->shape().digest.empty()) h.mutable_hello()->set_defs_digest(agent->shape().digest);
   hello_ = ToByteBuffer(h.SerializeAsString());
   acked_ = resend_from_seq > 0 ? resend_from_seq - 1 : 0;
 }
@@ -212,6 +220,7 @@ void AgentStream::OnEvent(Op op, bool ok) {
         ctx_.TryCancel();  // counted as a failure: not closing
       } else if (m.has_hello_ack()) {
         hello_acked_ = true;
+        defs_known_ = m.hello_ack().defs_known();
         totals_->opening.fetch_sub(1);
         totals_->Notify();
         MaybeSendDefs();
@@ -265,7 +274,7 @@ void AgentStream::Write(grpc::ByteBuffer buffer, What what) {
 void AgentStream::MaybeSendDefs() {
   if (!hello_acked_ || defs_sent_ || writing_ || finishing_) return;  // a write's event returns here
   defs_sent_ = true;
-  if (agent_->shape().n == 0) {
+  if (agent_->shape().n == 0 || defs_known_) {
     if (batches_) {
       thread_local std::string scratch;
       SendFirstBatch(&scratch);

@@ -28,13 +28,17 @@ namespace ringside::bench {
 // What every agent shares: its series' steps and masks, the batch encoder, and the serialized
 // SeriesDefs (one refcounted slice sent on every stream).
 struct SeriesShape {
-  explicit SeriesShape(int n_series);
+  // by_reference: every agent's Hello names the set by its digest (definitions by reference,
+  // docs/protocol.md), and its SeriesDefs, sent when the aggregator does not hold the set, says
+  // it is complete; false: an agent from before that (the definitions on every stream).
+  SeriesShape(int n_series, bool by_reference);
   int n = 0;
   int idle = 0;                 // series that hold their value (idle counters and states)
   std::vector<uint64_t> steps;  // counters' increase per interval at 100 % load; 0: holds
   std::vector<uint64_t> masks;  // the counter's width
   SampleBatchEncoder encoder;
   grpc::Slice defs;             // AgentMessage{series_defs}: empty when n == 0
+  std::string digest;           // the set's digest when by_reference, else empty
 };
 
 // What every stream reports to; all counters are totals over every agent.
@@ -130,6 +134,7 @@ class AgentStream {
   bool writing_ = false;
   bool hello_acked_ = false;
   bool defs_sent_ = false;
+  bool defs_known_ = false;  // the HelloAck said the aggregator held the set
   bool first_batch_written_ = false;
   bool admitted_ = false;
   bool finishing_ = false;

@@ -259,6 +259,7 @@ constexpr std::array kCatalog = std::to_array<MetricSpec>({
   {"self", "collective_rejections", "ringside_agent_collective_rejections_total", C, 1, "Plugin connections cut off or refused, by reason: bad_magic, bad_version, bad_length, oversized, truncated, bad_string, bad_value, too_many_connections."},
   {"self", "upload_connected", "ringside_agent_upload_connected", G, 1, "1 while a stream session to the aggregator is open and past its handshake, else 0."},
   {"self", "upload_sessions", "ringside_agent_upload_sessions_total", C, 1, "Stream sessions to the aggregator that completed their handshake (HelloAck)."},
+  {"self", "upload_defs_by_reference", "ringside_agent_upload_definitions_by_reference_total", C, 1, "Sessions whose series definitions the aggregator already held (the Hello named them by digest), so that none was sent."},
   {"self", "upload_reconnects", "ringside_agent_upload_reconnects_total", C, 1, "Stream sessions opened after the first (after an error, a watchdog or the aggregator closing)."},
   {"self", "upload_sent", "ringside_agent_upload_messages_sent_total", C, 1, "Messages written to the stream, resends included (type=hello|series_defs|samples|collectives|link_events)."},
   {"self", "upload_resent", "ringside_agent_upload_messages_resent_total", C, 1, "Sequenced messages written again after a reconnect because the aggregator had not acknowledged them."},

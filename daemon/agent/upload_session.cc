@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "daemon/agent/uploader.h"
 #include "daemon/common/protocol.h"
+#include "daemon/common/series_set_digest.h"
 #include "daemon/common/steady_time.h"
 
 namespace ringside::daemon {
@@ -58,6 +59,20 @@ bool Uploader::BuildDefsLocked(Session* s) {
   if (s->pending_pos_ >= s->pending_defs_.size()) {
     s->pending_defs_.clear();
     s->pending_pos_ = 0;
+  }
+  if (s->attach_digest_) {
+    // The first SeriesDefs after a HelloAck that did not know the set: when it is exactly the
+    // set, its digest (of what is sent now) lets the aggregator keep it for other nodes.
+    s->attach_digest_ = false;
+    bool exact = static_cast<size_t>(defs->defs_size()) == s->offered_ids_.size();
+    for (int i = 0; exact && i < defs->defs_size(); ++i) {
+      exact = defs->defs(i).id() == s->offered_ids_[i];
+    }
+    if (exact) {
+      SeriesSetDigest digest;
+      for (const v1::SeriesDef& d : defs->defs()) digest.Add(d);
+      defs->set_complete_digest(digest.Finish());
+    }
   }
   if (s->info_sent_version_ != info_version_) {
     for (const v1::InfoRecord& r : info_) *defs->add_info() = r;
@@ -215,7 +230,21 @@ void Uploader::HandleHelloAckLocked(Session* s, const v1::HelloAck& ack) {
   s->ready_at_ = now;
   s->last_ack_progress_ = now;
   s->defined_.assign(size_t{series_.size()} + 1, false);
-  s->pending_defs_ = current_ids_;  // every id in use, before anything else
+  s->pending_defs_.clear();
+  if (!s->offered_ids_.empty() && ack.defs_known() &&
+      DigestOfLocked(s->offered_ids_) == s->offered_digest_) {
+    // The aggregator defined them from the set the Hello named: none is sent. (A definition
+    // that changed since the Hello would make another digest: then all are sent, as below.)
+    for (uint32_t id : s->offered_ids_) {
+      if (id < s->defined_.size()) s->defined_[id] = true;
+    }
+    ++stats_.defs_by_reference;
+  } else if (!s->offered_ids_.empty()) {
+    s->pending_defs_ = s->offered_ids_;  // the set first, in one message, with its digest
+    s->attach_digest_ = true;
+  }
+  // Every id in use, before anything else (those defined or queued above are skipped).
+  s->pending_defs_.insert(s->pending_defs_.end(), current_ids_.begin(), current_ids_.end());
   s->pending_pos_ = 0;
   s->cursor_ = 0;
   ++stats_.sessions;
@@ -284,6 +313,12 @@ void Uploader::OnSessionDone(Session* s, const grpc::Status& status) {
 
 // ---- sessions ----
 
+std::string Uploader::DigestOfLocked(const std::vector<uint32_t>& ids) const {
+  SeriesSetDigest digest;
+  for (uint32_t id : ids) digest.Add(series_.Def(id));
+  return digest.Finish();
+}
+
 Uploader::Session* Uploader::NewSessionLocked(absl::Time now) {
   auto s = std::make_unique<Session>(this, ++stats_.attempts);
   if (stats_.attempts > 1) ++stats_.reconnects;
@@ -299,6 +334,20 @@ Uploader::Session* Uploader::NewSessionLocked(absl::Time now) {
   h->set_agent_version(options_.agent_version);
   for (const std::string& c : options_.capabilities) h->add_capabilities(c);
   h->set_resend_from_seq(buffer_.resend_from_seq());
+  // Definitions by reference: the set of every id in use, named by its digest, when it fits in
+  // one SeriesDefs (what the agent would send first anyway).
+  std::vector<uint32_t> ids;
+  ids.reserve(current_ids_.size());
+  for (uint32_t id : current_ids_) {
+    if (id != 0 && id <= series_.size()) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (!ids.empty() && ids.size() <= options_.max_defs_per_message) {
+    s->offered_digest_ = DigestOfLocked(ids);
+    h->set_defs_digest(s->offered_digest_);
+    s->offered_ids_ = std::move(ids);
+  }
   session_ = std::move(s);
   return session_.get();
 }

@@ -98,6 +98,7 @@ struct UploaderStats {
   uint64_t attempts = 0;                        // stream sessions opened
   uint64_t reconnects = 0;                      // sessions opened after the first
   uint64_t sessions = 0;                        // handshakes completed
+  uint64_t defs_by_reference = 0;  // sessions whose definitions the aggregator already held
   std::array<uint64_t, kSentKinds> sent{};      // messages written (resends included)
   std::array<uint64_t, kUploadTypes> resent{};  // of which resends after a reconnect
   std::array<uint64_t, kUploadTypes> enqueued{};
@@ -180,6 +181,9 @@ class Uploader {
   bool ControlShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BufferEmpty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return buffer_.empty(); }
   bool SessionGone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The digest of these ids' definitions (definitions by reference, series_set_digest.h).
+  std::string DigestOfLocked(const std::vector<uint32_t>& ids) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const UploaderOptions options_;
   const LinkEventLog* const links_;

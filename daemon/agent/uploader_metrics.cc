@@ -54,6 +54,7 @@ std::vector<prometheus::MetricFamily> UploaderStatsToFamilies(const UploaderStat
   Families f(node);
   f.Add("ringside_agent_upload_connected", s.connected ? 1 : 0);
   f.Add("ringside_agent_upload_sessions_total", D(s.sessions));
+  f.Add("ringside_agent_upload_definitions_by_reference_total", D(s.defs_by_reference));
   f.Add("ringside_agent_upload_reconnects_total", D(s.reconnects));
   for (size_t k = 0; k < kSentKinds; ++k) {
     f.Add("ringside_agent_upload_messages_sent_total", D(s.sent[k]),

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/common/series_set_digest.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -41,6 +42,8 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
     int session;
     FakeAggregatorBehavior b;
     uint64_t acked;
+    std::set<uint32_t> defined;
+    bool defs_known = false;
     {
       absl::MutexLock l(&f_->mu_);
       b = f_->behavior_;
@@ -65,6 +68,12 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
       while (f_->above_.erase(f_->contiguous_ + 1) > 0) ++f_->contiguous_;
       f_->above_.erase(f_->above_.begin(), f_->above_.upper_bound(f_->contiguous_));
       acked = f_->contiguous_;
+      auto set = f_->definition_sets_.find(m.hello().defs_digest());
+      if (b.definition_sets && set != f_->definition_sets_.end()) {
+        defined = set->second;
+        defs_known = true;
+        ++f_->defs_known_sent_;
+      }
     }
     // Closed when the call returns, before the agent sees it end.
     struct Closer {
@@ -80,6 +89,7 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
       a.mutable_hello_ack()->set_protocol_version(b.protocol_version);
       a.mutable_hello_ack()->set_acked_seq(acked);
       a.mutable_hello_ack()->set_aggregator_version("fake");
+      a.mutable_hello_ack()->set_defs_known(defs_known);
       if (!stream->Write(a)) return grpc::Status::OK;
     }
     if (b.stop_reading_after_hello || !b.send_hello_ack) {
@@ -92,7 +102,6 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
       }
       return grpc::Status(grpc::StatusCode::CANCELLED, "fake stopped");
     }
-    std::set<uint32_t> defined;
     while (stream->Read(&m)) {
       bool send_ack = false;
       uint64_t ack_to = 0;
@@ -102,6 +111,20 @@ class FakeAggregator::Service final : public v1::Ingest::Service {
         if (m.has_series_defs()) {
           for (const v1::SeriesDef& d : m.series_defs().defs()) defined.insert(d.id());
           if (m.seq() != 0) f_->violations_.push_back("SeriesDefs with a seq");
+          const std::string& complete = m.series_defs().complete_digest();
+          if (b.definition_sets && !complete.empty()) {
+            daemon::SeriesSetDigest digest;
+            std::set<uint32_t> ids;
+            for (const v1::SeriesDef& d : m.series_defs().defs()) {
+              digest.Add(d);
+              ids.insert(d.id());
+            }
+            if (digest.Finish() == complete) {
+              f_->definition_sets_[complete] = std::move(ids);
+            } else {
+              f_->violations_.push_back("complete_digest does not match the definitions");
+            }
+          }
           continue;
         }
         if (m.has_hello()) {
@@ -201,6 +224,17 @@ void FakeAggregator::ForgetState() {
   contiguous_ = 0;
   above_.clear();
   accepted_.clear();
+  definition_sets_.clear();
+}
+
+int FakeAggregator::defs_known_sent() const {
+  absl::MutexLock l(&mu_);
+  return defs_known_sent_;
+}
+
+size_t FakeAggregator::definition_sets_held() const {
+  absl::MutexLock l(&mu_);
+  return definition_sets_.size();
 }
 
 std::vector<FakeAggregator::Received> FakeAggregator::received() const {

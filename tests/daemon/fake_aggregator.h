@@ -29,6 +29,10 @@ struct FakeAggregatorBehavior {
   grpc::StatusCode refuse_code = grpc::StatusCode::OK;
   std::string refuse_message;
   bool stop_reading_after_hello = false;  // HelloAck, then never read again
+  // Definitions by reference as the aggregator does them: a SeriesDefs whose complete_digest
+  // matches its definitions (computed here) is remembered; a later Hello naming it gets
+  // defs_known, and its ids count as defined. Forgotten by ForgetState (not by Stop/Start).
+  bool definition_sets = false;
 };
 
 class FakeAggregator {
@@ -51,6 +55,9 @@ class FakeAggregator {
 
   std::vector<Received> received() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<v1::Hello> hellos() const ABSL_LOCKS_EXCLUDED(mu_);
+  // HelloAcks sent with defs_known, and definition sets remembered (definition_sets).
+  int defs_known_sent() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t definition_sets_held() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<absl::Time> hello_times() const ABSL_LOCKS_EXCLUDED(mu_);
   // The most sessions open at once (from their Hello to the end of the call): the real
   // aggregator lets one session per node live, a newer Hello replacing the older session.
@@ -82,7 +89,9 @@ class FakeAggregator {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t duplicates_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> violations_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<uint32_t>> definition_sets_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int defs_known_sent_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;

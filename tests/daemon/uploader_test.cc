@@ -272,6 +272,76 @@ TEST_F(UploaderTest, DefinesNewSeriesBeforeFirstUseAndAllAgainInEachSession) {
   EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
 }
 
+// Definitions by reference (docs/protocol.md): the Hello names the set of ids in use by its
+// digest. An aggregator that does not hold it gets the set in one SeriesDefs that says so
+// (complete_digest); one that holds it answers defs_known, and no definition of the set is sent.
+TEST_F(UploaderTest, DefinitionsTheAggregatorHoldsAreNamedNotSent) {
+  FakeAggregatorBehavior by_reference;
+  by_reference.definition_sets = true;
+  fake_.SetBehavior(by_reference);
+  auto up = Make(Options());
+  ASSERT_NE(up, nullptr);
+  Table a = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "port_xmit_data")});
+  up->OnSnapshot(Snap(a, 10, 1));
+  ASSERT_TRUE(WaitAllAcked(*up, 1));
+  // Session 1 may or may not name the set (its Hello may precede the first cycle). Session 2,
+  // to an aggregator that lost its state, names it; the aggregator does not hold it, so it
+  // comes whole, with its digest.
+  fake_.Stop();
+  fake_.ForgetState();
+  fake_.Start();
+  up->OnSnapshot(Snap(a, 20, 2));
+  ASSERT_TRUE(WaitAllAcked(*up, 2)) << logs_.All();
+  std::vector<v1::AgentMessage> s2 = SessionMessages(2);
+  ASSERT_GE(s2.size(), 3u);
+  const std::string digest = s2[0].hello().defs_digest();
+  EXPECT_EQ(digest.size(), 32u);
+  ASSERT_TRUE(s2[1].has_series_defs());
+  EXPECT_EQ(s2[1].series_defs().defs_size(), 2);
+  EXPECT_EQ(s2[1].series_defs().complete_digest(), digest);
+  EXPECT_EQ(fake_.definition_sets_held(), 1u);
+  EXPECT_EQ(fake_.defs_known_sent(), 0);
+  EXPECT_EQ(up->Stats().defs_by_reference, 0u);
+
+  // Session 3: the aggregator holds it: no SeriesDef of the set is sent, the batch follows the
+  // Hello, and a series that appears later is defined on its own.
+  fake_.Stop();
+  fake_.Start();
+  up->OnSnapshot(Snap(a, 30, 3));
+  ASSERT_TRUE(WaitAllAcked(*up, 3)) << logs_.All();
+  Table b = MakeTable({Counter("mlx5_0", "port_rcv_data"), Counter("mlx5_0", "port_xmit_data"),
+                       Counter("mlx5_2", "port_rcv_data")});
+  up->OnSnapshot(Snap(b, 40, 4));
+  ASSERT_TRUE(WaitAllAcked(*up, 4)) << logs_.All();
+  std::vector<v1::AgentMessage> s3 = SessionMessages(3);
+  EXPECT_EQ(s3[0].hello().defs_digest(), digest);
+  EXPECT_EQ(fake_.defs_known_sent(), 1);
+  EXPECT_EQ(up->Stats().defs_by_reference, 1u);
+  int defined = 0;
+  for (const v1::AgentMessage& m : s3) {
+    if (!m.has_series_defs()) continue;
+    for (const v1::SeriesDef& d : m.series_defs().defs()) {
+      EXPECT_EQ(d.device(), "mlx5_2") << "a definition of the held set was sent";
+      ++defined;
+    }
+    EXPECT_TRUE(m.series_defs().complete_digest().empty());
+  }
+  EXPECT_EQ(defined, 1);
+
+  // Session 4, to an aggregator that lost its state: the new set (three series) comes whole.
+  fake_.Stop();
+  fake_.ForgetState();
+  fake_.Start();
+  up->OnSnapshot(Snap(b, 50, 5));
+  ASSERT_TRUE(FakeAggregator::WaitFor([&] { return SessionMessages(4).size() >= 3; }, kWait));
+  std::vector<v1::AgentMessage> s4 = SessionMessages(4);
+  EXPECT_NE(s4[0].hello().defs_digest(), digest);
+  ASSERT_TRUE(s4[1].has_series_defs());
+  EXPECT_EQ(s4[1].series_defs().defs_size(), 3);
+  EXPECT_EQ(s4[1].series_defs().complete_digest(), s4[0].hello().defs_digest());
+  EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
+}
+
 // The aggregator never acks, is killed, and comes back without memory: everything is resent
 // with its original seq, what was enqueued meanwhile follows with the next seqs, and every
 // collective record and link event arrives exactly once.

@@ -299,21 +299,36 @@ absl::Status IngestCore::DefineLocked(NodeEntry& n, const SeriesDefsView& defs) 
                      " (--max-defs-per-message)"));
   }
   // The definitions before a malformed one are taken in, as one after another would be.
-  analysis::DefineCounts counts;
-  absl::Status s = n.series->DefineAll(defs.defs, &counts);
-  if (counts.added != 0) IngestStats::Add(stats_->series_defined, counts.added);
-  if (counts.redefined != 0) IngestStats::Add(stats_->series_redefined, counts.redefined);
-  if (!s.ok()) {
-    if (absl::IsResourceExhausted(s)) {
-      IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxSeriesPerNode);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("node ", n.name, ": ", s.message(), " (--max-series-per-node)"));
-    }
-    return s;
-  }
+  if (absl::Status s = DefineAllLocked(n, defs.defs); !s.ok()) return s;
   if (!defs.malformed.ok()) return defs.malformed;
   n.series->Compact();
   if (defs.info != nullptr && observer_ != nullptr) observer_->OnInfo(n.name, *defs.info);
+  return absl::OkStatus();
+}
+
+absl::Status IngestCore::DefineAllLocked(NodeEntry& n,
+                                         absl::Span<const analysis::SeriesDefinitionRef> defs) {
+  n.mu.AssertHeld();
+  analysis::DefineCounts counts;
+  absl::Status s = n.series->DefineAll(defs, &counts);
+  if (counts.added != 0) IngestStats::Add(stats_->series_defined, counts.added);
+  if (counts.redefined != 0) IngestStats::Add(stats_->series_redefined, counts.redefined);
+  if (!s.ok() && absl::IsResourceExhausted(s)) {
+    IngestStats::Add(stats_->limit_rejections, LimitReason::kMaxSeriesPerNode);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("node ", n.name, ": ", s.message(), " (--max-series-per-node)"));
+  }
+  return s;
+}
+
+absl::Status IngestCore::DefineFromSet(NodeEntry& n, uint64_t session_id,
+                                       absl::Span<const analysis::SeriesDefinitionRef> defs) {
+  const absl::Time now = options_.now();
+  const absl::Time steady = options_.steady_now();
+  absl::MutexLock l(&n.mu);
+  if (absl::Status s = TakeMessageLocked(n, session_id, now, steady); !s.ok()) return s;
+  if (absl::Status s = DefineAllLocked(n, defs); !s.ok()) return s;
+  n.series->Compact();
   return absl::OkStatus();
 }
 

@@ -196,6 +196,10 @@ class IngestCore {
   // A SeriesDefs with seq 0 read straight from the wire (series_defs_view.h): what Apply does with
   // it, without the parsed message. Its views must stay valid during the call.
   absl::Status ApplySeriesDefs(NodeEntry& node, uint64_t session_id, const SeriesDefsView& defs);
+  // Defines the node's series from a definition set the aggregator holds (definitions by
+  // reference, definition_catalog.h), as a SeriesDefs of them would, without counting a message.
+  absl::Status DefineFromSet(NodeEntry& node, uint64_t session_id,
+                             absl::Span<const analysis::SeriesDefinitionRef> defs);
 
   // A message whose body is a SampleBatch, read straight from the wire (sample_batch_view.h):
   // what Apply does with it, without the parsed message.
@@ -234,6 +238,8 @@ class IngestCore {
   std::vector<std::shared_ptr<NodeEntry>> AllNodes() const;
   void OnDurable(const std::shared_ptr<NodeEntry>& node, uint64_t agent_epoch, uint64_t seq);
   // A SeriesDefs's definitions and info records, with the node's lock held.
+  absl::Status DefineAllLocked(NodeEntry& node,
+                               absl::Span<const analysis::SeriesDefinitionRef> defs);
   absl::Status DefineLocked(NodeEntry& node, const SeriesDefsView& defs);
   // A SampleBatch's samples (its seq already judged new), with the node's lock held.
   absl::Status SamplesLocked(NodeEntry& node, uint64_t seq, absl::Time now,

@@ -12,6 +12,7 @@
 #include "daemon/aggregator/ingest/series_defs_view.h"
 #include "daemon/aggregator/serving/async_bidi.h"
 #include "daemon/common/protocol.h"
+#include "daemon/common/series_set_digest.h"
 #include "daemon/common/tls.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
@@ -114,10 +115,20 @@ class IngestSession final : public AsyncBidi,
   }
 
   // On an admission thread: the message OnReadDone queued (a SeriesDefs after the Hello).
+  // Or the definitions of a held set its Hello named (definitions by reference).
   void AdmitQueued() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock l(&mu_);
     if (finished_) {
       in_buf_.Clear();
+      held_set_.reset();
+      return;
+    }
+    if (held_set_) {
+      DefineFromHeldSetLocked();
+      if (!finished_) {
+        MaybeWriteLocked();
+        StartRead(&in_buf_);
+      }
       return;
     }
     HandleMessageLocked(in_buf_.Length());  // after the Hello: replaces no session
@@ -240,7 +251,43 @@ class IngestSession final : public AsyncBidi,
     hello_acked_seq_ = start->acked_seq;
     protocol_version_ = start->protocol_version;
     last_ack_sent_ = start->acked_seq;
+    if (hello.defs_digest().size() == kSeriesSetDigestBytes) {
+      held_set_ = service_->catalog_.Find(hello.defs_digest());
+    }
     return std::move(start->replaced);
+  }
+
+  // The node's series defined from the set its Hello named; the HelloAck says so. When that
+  // fails (a limit), the HelloAck does not: the agent sends its definitions, judged as ever.
+  void DefineFromHeldSetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::shared_ptr<const DefinitionSet> set = std::move(held_set_);
+    held_set_.reset();
+    if (service_->core_->DefineFromSet(*node_, id_, set->refs).ok()) {
+      defs_known_ = true;
+      IngestStats::Add(service_->stats_->defs_by_reference);
+    }
+  }
+
+  // A SeriesDefs that says it is the agent's complete set: kept for later Hellos when its digest
+  // checks out (definition_catalog.h).
+  void LearnLocked(const SeriesDefsView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (view.complete_digest.empty() || !view.malformed.ok() ||
+        view.defs.size() != view.defs_received) {
+      return;
+    }
+    IngestStats* stats = service_->stats_;
+    switch (service_->catalog_.Learn(view.complete_digest, view.defs)) {
+      case DefinitionCatalog::LearnResult::kAdded:
+        IngestStats::Add(stats->definition_sets_learned);
+        break;
+      case DefinitionCatalog::LearnResult::kMismatch:
+        IngestStats::Add(stats->definition_sets_refused);
+        break;
+      default:
+        break;
+    }
+    stats->definition_sets.store(static_cast<int64_t>(service_->catalog_.sets()),
+                                 std::memory_order_relaxed);
   }
 
   // One message in in_buf_ (size checked): parsed and applied; then the next read. Returns the
@@ -274,11 +321,26 @@ class IngestSession final : public AsyncBidi,
     }
     if (!node_) {
       replaced = HelloLocked(in);
+      if (held_set_ && !finished_) {
+        if (service_->admission_.threads() > 0) {
+          // Defined on an admission thread, as sent definitions are; the HelloAck and the next
+          // read wait for it.
+          service_->admission_.Push(shared_from_this());
+          return replaced;
+        }
+        DefineFromHeldSetLocked();
+      }
     } else {
       absl::Status s = service_->core_->Apply(*node_, epoch_, id_, in);
       if (!s.ok()) {
         end_reason_ = EndReasonFor(s);
         FinishLocked(ToGrpc(s));
+      } else if (in.has_series_defs() && !in.series_defs().complete_digest().empty()) {
+        thread_local SeriesDefsView view;
+        SeriesDefsFromProto(in.series_defs(), &view);
+        LearnLocked(view);
+        view.defs.clear();
+        view.info = nullptr;
       }
       // Definitions come once a session and are large (1,500 series: ~380 KB parsed); sample
       // batches come every interval and reuse the message's storage. Keep the storage for the
@@ -359,6 +421,8 @@ class IngestSession final : public AsyncBidi,
       if (!s.ok()) {
         end_reason_ = EndReasonFor(s);
         FinishLocked(ToGrpc(s));
+      } else {
+        LearnLocked(view);
       }
       in_buf_.Clear();  // the message's storage goes now, not at the next message
     }
@@ -379,6 +443,7 @@ class IngestSession final : public AsyncBidi,
       ack->set_protocol_version(protocol_version_);
       ack->set_acked_seq(hello_acked_seq_);
       ack->set_aggregator_version(service_->options_.aggregator_version);
+      ack->set_defs_known(defs_known_);
       WriteLocked();
       return;
     }
@@ -429,6 +494,9 @@ class IngestSession final : public AsyncBidi,
   uint64_t hello_acked_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t protocol_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_ack_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  // Definitions by reference: the held set the Hello named, until the node is defined from it.
+  std::shared_ptr<const DefinitionSet> held_set_ ABSL_GUARDED_BY(mu_);
+  bool defs_known_ ABSL_GUARDED_BY(mu_) = false;
   EndReason end_reason_ = EndReason::kCancelled;
   // Set once at the Hello, under mu_; read-only afterwards.
   std::shared_ptr<IngestCore::NodeEntry> node_;
@@ -495,6 +563,7 @@ IngestService::IngestService(IngestCore* core, IngestStats* stats, IngestService
     : core_(core),
       stats_(stats),
       options_(std::move(options)),
+      catalog_(options_.definition_sets),
       admission_(AdmissionThreads(options_.admission_threads),
                  stats_ != nullptr ? &stats_->admissions_queued : nullptr) {}
 

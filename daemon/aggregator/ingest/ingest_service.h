@@ -39,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/aggregator/ingest/definition_catalog.h"
 #include "daemon/aggregator/ingest/ingest_core.h"
 #include "daemon/aggregator/ingest/ingest_stats.h"
 #include "daemon/aggregator/serving/async_grpc_service.h"
@@ -63,6 +64,8 @@ struct IngestServiceOptions {
   size_t max_message_bytes = 0;
   // Threads that admit definitions (see above); 0: one per four cores, at least one.
   int admission_threads = 0;
+  // Definition sets held for Hellos that name them (definitions by reference); max_sets 0: off.
+  DefinitionCatalogOptions definition_sets;
 };
 
 class IngestSession;
@@ -128,6 +131,7 @@ class IngestService final : public v1::Ingest::WithRawMethod_Stream<v1::Ingest::
   // being opened, not all of them.
   absl::flat_hash_set<uint64_t> awaiting_hello_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<CallRequest>> requests_ ABSL_GUARDED_BY(mu_);  // one a queue
+  DefinitionCatalog catalog_;
   Admission admission_;  // last: its threads stop before the rest goes
 };
 

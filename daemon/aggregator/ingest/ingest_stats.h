@@ -94,6 +94,11 @@ struct IngestStats {
   std::atomic<uint64_t> sessions_started{0};  // Hello accepted
   std::atomic<int64_t> sessions_active{0};    // streams open (with or without Hello)
   std::atomic<int64_t> admissions_queued{0};  // definitions waiting for an admission thread
+  // Definitions by reference (definition_catalog.h).
+  std::atomic<uint64_t> defs_by_reference{0};  // sessions defined from a held set
+  std::atomic<uint64_t> definition_sets_learned{0};
+  std::atomic<uint64_t> definition_sets_refused{0};  // complete_digest did not match the defs
+  std::atomic<int64_t> definition_sets{0};           // held now
 
   template <typename Enum>
   static void Add(CounterArray<Enum>& a, Enum e, uint64_t n = 1) {

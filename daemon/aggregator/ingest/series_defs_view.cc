@@ -115,6 +115,7 @@ void SeriesDefsFromProto(const v1::SeriesDefs& defs, SeriesDefsView* out) {
   out->defs_received = static_cast<size_t>(defs.defs_size());
   out->info_received = static_cast<size_t>(defs.info_size());
   out->info = defs.has_info() ? &defs : nullptr;
+  out->complete_digest = defs.complete_digest();
   out->defs.reserve(defs.defs_size());
   for (const v1::SeriesDef& d : defs.defs()) {
     absl::Status s = CheckWireDefinition(d.id(), d.kind(), d.width());
@@ -144,6 +145,7 @@ bool ParseSeriesDefsMessage(absl::string_view bytes, SeriesDefsView* out) {
   out->info_received = 0;
   out->info = nullptr;
   out->info_storage.Clear();
+  out->complete_digest = absl::string_view();
   // The top: seq (0) and one series_defs.
   const char* p = bytes.data();
   const char* end = p + bytes.size();
@@ -198,6 +200,8 @@ bool ParseSeriesDefsMessage(absl::string_view bytes, SeriesDefsView* out) {
     } else if (tag == Tag(3, kVarint)) {
       if (!ReadVarint(p, end, &v)) return false;
       has_info = v != 0;
+    } else if (tag == Tag(4, kLen)) {
+      if (!ReadLen(p, end, &out->complete_digest)) return false;  // the last one counts
     } else {
       return false;
     }

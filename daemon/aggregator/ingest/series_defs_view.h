@@ -5,7 +5,7 @@
 // protobuf message (7,500 strings allocated, copied, then copied again into the definitions).
 //
 // The wire reader takes the canonical encoding only: seq absent or 0 and one series_defs field at
-// the top; in SeriesDefs only defs, info and has_info; in each SeriesDef only its eleven fields,
+// the top; in SeriesDefs only defs, info, has_info and complete_digest; in each SeriesDef only its eleven fields,
 // each with its own wire type, strings valid UTF-8. Anything else (unknown fields, a repeated
 // body, a sequenced SeriesDefs, any malformation) it declines, and the caller parses the message
 // with protobuf as before, so every odd message is judged exactly as it always was.
@@ -33,6 +33,9 @@ struct SeriesDefsView {
   // are the complete set; null otherwise.
   const v1::SeriesDefs* info = nullptr;
   v1::SeriesDefs info_storage;  // ParseSeriesDefsMessage: the info records, parsed
+  // SeriesDefs.complete_digest: the agent says `defs` are its complete set, with this digest
+  // (definition_catalog.h). Empty when not said.
+  absl::string_view complete_digest;
 };
 
 // The ingest checks of one definition beyond NodeSeries::Define's: its kind and width.

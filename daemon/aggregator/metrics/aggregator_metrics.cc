@@ -96,6 +96,17 @@ const std::vector<AggregatorMetricSpec>& AggregatorMetricCatalog() {
       {"ringside_aggregator_admissions_queued", MetricType::Gauge, "",
        "Streams whose definitions (the SeriesDefs after their Hello) wait for an admission "
        "thread (--admission-threads): high during a reconnection storm, 0 otherwise."},
+      {"ringside_aggregator_definitions_by_reference_total", MetricType::Counter, "",
+       "Sessions whose node's series were defined from a definition set this aggregator held "
+       "(the Hello's defs_digest), so that the agent sent none of those definitions."},
+      {"ringside_aggregator_definition_sets_learned_total", MetricType::Counter, "",
+       "Definition sets kept after an agent sent one whole with its digest, checked here."},
+      {"ringside_aggregator_definition_sets_refused_total", MetricType::Counter, "",
+       "Definition sets not kept: the digest the agent sent did not match the definitions "
+       "received (an agent bug or a rogue client), or the ids did not ascend."},
+      {"ringside_aggregator_definition_sets", MetricType::Gauge, "",
+       "Definition sets held to answer Hellos by reference (at most 64; the least recently used "
+       "goes first)."},
       {"ringside_aggregator_open_fds", MetricType::Gauge, "",
        "File descriptors open: one per gRPC connection (agents, queries, idle or hostile clients "
        "until --handshake-timeout or --max-connection-idle closes them), plus journal and "
@@ -201,6 +212,13 @@ std::vector<MetricFamily> AggregatorCollectable::Collect() const {
           static_cast<double>(s.sessions_active.load(std::memory_order_relaxed)));
   out.Add("ringside_aggregator_admissions_queued", {},
           static_cast<double>(s.admissions_queued.load(std::memory_order_relaxed)));
+  out.Add("ringside_aggregator_definitions_by_reference_total", {}, Load(s.defs_by_reference));
+  out.Add("ringside_aggregator_definition_sets_learned_total", {},
+          Load(s.definition_sets_learned));
+  out.Add("ringside_aggregator_definition_sets_refused_total", {},
+          Load(s.definition_sets_refused));
+  out.Add("ringside_aggregator_definition_sets", {},
+          static_cast<double>(s.definition_sets.load(std::memory_order_relaxed)));
   out.Add("ringside_aggregator_open_fds", {}, OpenFds());
   rlimit lim = {};
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "daemon/aggregator/aggregator.h"
 #include "daemon/common/protocol.h"
+#include "daemon/common/series_set_digest.h"
 #include "tests/aggregator/ingest/ingest_test_util.h"
 #include "tests/testing/process.h"
 #include "tests/testing/prom_text.h"
@@ -468,6 +469,99 @@ TEST_F(IngestServiceTest, SampleBatchesInPlaceAndParsedAreTakenAlike) {
   EXPECT_EQ(Counter(agg_->stats().samples), 2u * 3 * 3);
   EXPECT_EQ(Counter(agg_->stats().samples_rejected, SampleRejection::kUndefinedId), 2u * 3);
   EXPECT_EQ(Counter(agg_->stats().messages, MessageType::kSamples), 2u * 3);
+}
+
+// Definitions by reference (docs/protocol.md): the first node sends its set with its digest, the
+// aggregator checks and keeps it; a later node whose Hello names it gets defs_known and sends no
+// definition, and its samples are taken in as if it had. A set whose digest does not match is
+// not kept, and a set sent in another encoding (protobuf's path) is kept alike.
+TEST_F(IngestServiceTest, DefinitionsByReference) {
+  Start(Options());
+  const std::vector<v1::SeriesDef> set = {CounterDef(1, "port_xmit_data", 64),
+                                          CounterDef(2, "symbol_error", 16),
+                                          CounterDef(3, "link_downed", 8)};
+  auto digest_of = [](const std::vector<v1::SeriesDef>& defs) {
+    SeriesSetDigest d;
+    for (const v1::SeriesDef& def : defs) d.Add(def);
+    return d.Finish();
+  };
+  const std::string digest = digest_of(set);
+  auto hello = [&](RawAgent& agent, const std::string& node, const std::string& d) {
+    v1::AgentMessage h = HelloMsg(node, 1);
+    h.mutable_hello()->set_defs_digest(d);
+    EXPECT_TRUE(agent.Send(h));
+    std::optional<v1::AggregatorMessage> m = agent.Read();
+    EXPECT_TRUE(m.has_value() && m->has_hello_ack());
+    return m.has_value() && m->hello_ack().defs_known();
+  };
+  auto batch = [](uint64_t seq) {
+    return SamplesMsg(seq, kT0 + static_cast<int64_t>(seq) * 1'000'000'000,
+                      {{1, 1000 * seq}, {2, 7 * seq}, {3, seq}});
+  };
+
+  // The first node: not known; it sends the set, saying it is complete.
+  RawAgent first(port());
+  EXPECT_FALSE(hello(first, "first", digest));
+  v1::AgentMessage defs = DefsMsg(set);
+  defs.mutable_series_defs()->set_complete_digest(digest);
+  ASSERT_TRUE(first.Send(defs));
+  ASSERT_TRUE(first.Send(batch(1)));
+  ASSERT_TRUE(first.WaitAck(1));
+  EXPECT_EQ(Counter(agg_->stats().definition_sets_learned), 1u);
+  EXPECT_EQ(agg_->stats().definition_sets.load(), 1);
+
+  // The second: known, no definitions sent; its series are the first's.
+  RawAgent second(port());
+  EXPECT_TRUE(hello(second, "second", digest));
+  ASSERT_TRUE(second.Send(batch(1)));
+  ASSERT_TRUE(second.Send(batch(2)));
+  ASSERT_TRUE(second.WaitAck(2));
+  EXPECT_EQ(Counter(agg_->stats().defs_by_reference), 1u);
+  absl::StatusOr<std::vector<analysis::SeriesView>> a = agg_->core().Series("first");
+  absl::StatusOr<std::vector<analysis::SeriesView>> b = agg_->core().Series("second");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(b->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*b)[i].def.id, (*a)[i].def.id);
+    EXPECT_EQ((*b)[i].def.counter, (*a)[i].def.counter);
+    EXPECT_EQ((*b)[i].def.width, (*a)[i].def.width);
+  }
+  EXPECT_EQ((*b)[0].state.last_raw, 2000u);
+  EXPECT_EQ((*b)[1].state.total, 7u);  // 7 -> 14 on the second's series
+  EXPECT_EQ(Counter(agg_->stats().samples_rejected, SampleRejection::kUndefinedId), 0u);
+
+  // A digest that does not name what was sent: not kept, and a Hello naming it is not known.
+  const std::vector<v1::SeriesDef> other = {CounterDef(1, "port_rcv_data", 64)};
+  const std::string wrong = digest_of({CounterDef(1, "port_rcv_errors", 64)});
+  RawAgent liar(port());
+  EXPECT_FALSE(hello(liar, "liar", wrong));
+  v1::AgentMessage lie = DefsMsg(other);
+  lie.mutable_series_defs()->set_complete_digest(wrong);
+  ASSERT_TRUE(liar.Send(lie));
+  ASSERT_TRUE(liar.Send(SamplesMsg(1, kT0, {{1, 5}})));
+  ASSERT_TRUE(liar.WaitAck(1));
+  EXPECT_EQ(Counter(agg_->stats().definition_sets_refused), 1u);
+  RawAgent fooled(port());
+  EXPECT_FALSE(hello(fooled, "fooled", wrong));
+
+  // The other set with its true digest, in an encoding the in-place reader declines (an unknown
+  // field): protobuf's path keeps it too.
+  RawAgent odd(port());
+  EXPECT_FALSE(hello(odd, "odd", digest_of(other)));
+  v1::AgentMessage odd_defs = DefsMsg(other);
+  odd_defs.mutable_series_defs()->set_complete_digest(digest_of(other));
+  odd_defs.mutable_series_defs()->GetReflection()->MutableUnknownFields(
+      odd_defs.mutable_series_defs())->AddVarint(15, 1);
+  ASSERT_TRUE(odd.Send(odd_defs));
+  ASSERT_TRUE(odd.Send(SamplesMsg(1, kT0, {{1, 5}})));
+  ASSERT_TRUE(odd.WaitAck(1));
+  EXPECT_EQ(Counter(agg_->stats().definition_sets_learned), 2u);
+  RawAgent last(port());
+  EXPECT_TRUE(hello(last, "last", digest_of(other)));
+  EXPECT_EQ(Counter(agg_->stats().defs_by_reference), 2u);
+  for (RawAgent* agent : {&first, &second, &liar, &fooled, &odd, &last}) {
+    EXPECT_TRUE(agent->Finish().ok());
+  }
 }
 
 // Hello expiry visits only the streams still opening: one that said Hello outlives the timeout,
