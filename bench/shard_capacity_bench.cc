@@ -81,7 +81,7 @@ ABSL_FLAG(int, idle_streams, 0,
 ABSL_FLAG(int, idle_series, 0, "Idle mode: series definitions each idle stream sends.");
 ABSL_FLAG(bool, defs_by_reference, true,
           "Agents name their definition set by its digest in the Hello, as ringside-agent does; "
-          "the aggregator then needs the definitions of one agent in many (docs/protocol.md). "
+          "the aggregator then needs the definitions of one agent in many (docs/agent-upload.md). "
           "false: every agent sends its definitions, as agents before that did.");
 ABSL_FLAG(int, connect_window, 256, "Streams being opened at once (Hello not yet acknowledged).");
 ABSL_FLAG(std::string, aggregator, RINGSIDE_BENCH_AGGREGATOR, "The ringside-aggregator binary.");

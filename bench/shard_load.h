@@ -29,7 +29,7 @@ namespace ringside::bench {
 // SeriesDefs (one refcounted slice sent on every stream).
 struct SeriesShape {
   // by_reference: every agent's Hello names the set by its digest (definitions by reference,
-  // docs/protocol.md), and its SeriesDefs, sent when the aggregator does not hold the set, says
+  // docs/agent-upload.md), and its SeriesDefs, sent when the aggregator does not hold the set, says
   // it is complete; false: an agent from before that (the definitions on every stream).
   SeriesShape(int n_series, bool by_reference);
   int n = 0;

@@ -66,7 +66,7 @@ class Uploader::Session final
   std::vector<uint32_t> pending_defs_;
   uint64_t info_sent_version_ = 0;  // Uploader::info_version_ last sent in this session
   size_t pending_pos_ = 0;
-  // Definitions by reference (docs/protocol.md): the ids whose set the Hello named by digest
+  // Definitions by reference (docs/agent-upload.md): the ids whose set the Hello named by digest
   // (ascending; empty: none offered), and whether the next SeriesDefs, if it carries exactly
   // them, says so with its digest (the aggregator did not hold the set).
   std::vector<uint32_t> offered_ids_;

@@ -1,4 +1,4 @@
-// Definitions by reference (docs/protocol.md): the digest that names an agent's complete set of
+// Definitions by reference (docs/agent-upload.md): the digest that names an agent's complete set of
 // series definitions, computed the same way by the agent (from its ringside.v1 SeriesDefs) and by
 // the aggregator (from the definitions it received), so that the aggregator keeps only sets whose
 // digest it checked itself.

@@ -272,7 +272,7 @@ TEST_F(UploaderTest, DefinesNewSeriesBeforeFirstUseAndAllAgainInEachSession) {
   EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
 }
 
-// Definitions by reference (docs/protocol.md): the Hello names the set of ids in use by its
+// Definitions by reference (docs/agent-upload.md): the Hello names the set of ids in use by its
 // digest. An aggregator that does not hold it gets the set in one SeriesDefs that says so
 // (complete_digest); one that holds it answers defs_known, and no definition of the set is sent.
 TEST_F(UploaderTest, DefinitionsTheAggregatorHoldsAreNamedNotSent) {

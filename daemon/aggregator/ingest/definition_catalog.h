@@ -1,4 +1,4 @@
-// Definitions by reference (docs/protocol.md): the definition sets this aggregator has received
+// Definitions by reference (docs/agent-upload.md): the definition sets this aggregator has received
 // whole and checked, by digest (daemon/common/series_set_digest.h). A Hello that names a held set
 // has its node's series defined from it, and its agent sends none of those definitions: after a
 // restart of a cluster of identical nodes, one node in many sends its 1,500 definitions, the

@@ -471,7 +471,7 @@ TEST_F(IngestServiceTest, SampleBatchesInPlaceAndParsedAreTakenAlike) {
   EXPECT_EQ(Counter(agg_->stats().messages, MessageType::kSamples), 2u * 3);
 }
 
-// Definitions by reference (docs/protocol.md): the first node sends its set with its digest, the
+// Definitions by reference (docs/agent-upload.md): the first node sends its set with its digest, the
 // aggregator checks and keeps it; a later node whose Hello names it gets defs_known and sends no
 // definition, and its samples are taken in as if it had. A set whose digest does not match is
 // not kept, and a set sent in another encoding (protobuf's path) is kept alike.
