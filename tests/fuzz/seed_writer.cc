@@ -24,6 +24,7 @@
 #include "collectors/nccl_plugin/record_format.h"
 #include "collectors/nccl_plugin/record_proto.h"
 #include "daemon/common/protocol.h"
+#include "daemon/common/series_set_digest.h"
 #include "ringside/v1/ingest.pb.h"
 
 namespace rc = ringside::collectors;
@@ -189,6 +190,12 @@ void WriteSeriesDefsWire() {
   info->set_device("eth2");
   (*info->mutable_labels())["rdma_device"] = "mlx5_0";
   Write("ok-defs-info", with_info.SerializeAsString());
+  // Definitions by reference: the set whole, with its digest (daemon/common/series_set_digest.h).
+  v1::AgentMessage complete = Defs();
+  ringside::daemon::SeriesSetDigest digest;
+  for (const v1::SeriesDef& d : complete.series_defs().defs()) digest.Add(d);
+  complete.mutable_series_defs()->set_complete_digest(digest.Finish());
+  Write("ok-complete-digest", complete.SerializeAsString());
   v1::AgentMessage empty;
   empty.mutable_series_defs();
   Write("ok-empty", empty.SerializeAsString());

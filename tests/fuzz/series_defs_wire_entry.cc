@@ -3,7 +3,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "daemon/aggregator/ingest/definition_catalog.h"
 #include "daemon/aggregator/ingest/series_defs_view.h"
+#include "daemon/common/series_set_digest.h"
 #include "ringside/v1/ingest.pb.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_entries.h"
@@ -22,6 +24,7 @@ bool SeriesDefsWire(const uint8_t* data, size_t size) {
   FUZZ_CHECK(view.defs_received == static_cast<size_t>(d.defs_size()));
   FUZZ_CHECK(view.info_received == static_cast<size_t>(d.info_size()));
   FUZZ_CHECK(view.defs.size() <= view.defs_received);
+  FUZZ_CHECK(view.complete_digest == d.complete_digest());
   for (size_t i = 0; i < view.defs.size(); ++i) {
     const analysis::SeriesDefinitionRef& r = view.defs[i];
     const v1::SeriesDef& p = d.defs(static_cast<int>(i));
@@ -37,6 +40,11 @@ bool SeriesDefsWire(const uint8_t* data, size_t size) {
   }
   if (view.malformed.ok()) {
     FUZZ_CHECK(view.defs.size() == view.defs_received);
+    // Definitions by reference: the aggregator's digest of what it read is the agent's of the
+    // same definitions.
+    daemon::SeriesSetDigest agent;
+    for (const v1::SeriesDef& p : d.defs()) agent.Add(p);
+    FUZZ_CHECK(daemon::DefinitionCatalog::DigestOf(view.defs) == agent.Finish());
   } else {
     // It stopped at the first definition the ingest checks refuse.
     FUZZ_CHECK(view.defs.size() < view.defs_received);
