@@ -323,6 +323,22 @@ SeriesState NodeSeries::StateOf(const Packed& p) const {
   return s;
 }
 
+SeriesDefinition SeriesDefinitionRef::Owned() const {
+  SeriesDefinition d;
+  d.id = id;
+  d.source = std::string(source);
+  d.device = std::string(device);
+  d.port = std::string(port);
+  d.counter = std::string(counter);
+  d.unit = std::string(unit);
+  d.priority = priority;
+  d.kind = kind;
+  d.width = width;
+  d.saturates = saturates;
+  d.term_width = term_width;
+  return d;
+}
+
 SeriesDefinitionRef SeriesDefinitionRef::Of(const SeriesDefinition& def) {
   SeriesDefinitionRef r;
   r.id = def.id;

@@ -159,6 +159,7 @@ struct SeriesDefinitionRef {
   uint8_t term_width = 0;
 
   static SeriesDefinitionRef Of(const SeriesDefinition& def);
+  SeriesDefinition Owned() const;  // the same with its names copied
 };
 
 // What a DefineAll did.

@@ -68,11 +68,7 @@ bool Uploader::BuildDefsLocked(Session* s) {
     for (int i = 0; exact && i < defs->defs_size(); ++i) {
       exact = defs->defs(i).id() == s->offered_ids_[i];
     }
-    if (exact) {
-      SeriesSetDigest digest;
-      for (const v1::SeriesDef& d : defs->defs()) digest.Add(d);
-      defs->set_complete_digest(digest.Finish());
-    }
+    if (exact) defs->set_complete_digest(DigestOfLocked(s->offered_ids_));
   }
   if (s->info_sent_version_ != info_version_) {
     for (const v1::InfoRecord& r : info_) *defs->add_info() = r;

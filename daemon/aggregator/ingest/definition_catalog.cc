@@ -55,18 +55,7 @@ DefinitionCatalog::LearnResult DefinitionCatalog::Learn(absl::string_view digest
   size_t bytes = sizeof(DefinitionSet) + defs.size() * (sizeof(analysis::SeriesDefinition) +
                                                         sizeof(analysis::SeriesDefinitionRef));
   for (const analysis::SeriesDefinitionRef& r : defs) {
-    analysis::SeriesDefinition& d = set->defs.emplace_back();
-    d.id = r.id;
-    d.source = std::string(r.source);
-    d.device = std::string(r.device);
-    d.port = std::string(r.port);
-    d.counter = std::string(r.counter);
-    d.unit = std::string(r.unit);
-    d.priority = r.priority;
-    d.kind = r.kind;
-    d.width = r.width;
-    d.saturates = r.saturates;
-    d.term_width = r.term_width;
+    const analysis::SeriesDefinition& d = set->defs.emplace_back(r.Owned());
     for (const std::string* s : {&d.source, &d.device, &d.port, &d.counter, &d.unit}) {
       if (s->size() >= sizeof(std::string)) bytes += s->capacity() + 1;  // past the inline buffer
     }
