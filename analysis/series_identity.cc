@@ -102,18 +102,48 @@ uint32_t SeriesIdentityPool::Acquire(const SeriesIdentityKey& key) {
 
 void SeriesIdentityPool::AcquireMany(absl::Span<const SeriesIdentityKey> keys,
                                      absl::Span<uint32_t> handles) {
+  AcquireMany(keys, handles, {});
+}
+
+void SeriesIdentityPool::AcquireMany(absl::Span<const SeriesIdentityKey> keys,
+                                     absl::Span<uint32_t> handles,
+                                     absl::Span<std::atomic<uint64_t>* const> hints) {
   constexpr uint32_t kMissing = ~0u;
-  // Hashing five names is most of a lookup: done before any lock.
+  auto hint_of = [&hints](size_t i) -> std::atomic<uint64_t>* {
+    return hints.empty() ? nullptr : hints[i];
+  };
+  // Hashing five names is most of a lookup: done before any lock, for the keys with no hint.
   thread_local std::vector<size_t> hashes;
   hashes.resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) hashes[i] = HashOf(keys[i]);
+  thread_local std::vector<uint64_t> seen;  // each key's hint as read
+  seen.assign(keys.size(), 0);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (std::atomic<uint64_t>* h = hint_of(i)) seen[i] = h->load(std::memory_order_relaxed);
+    if (seen[i] == 0) hashes[i] = HashOf(keys[i]);
+  }
   size_t missing = 0;
   {
     // A tuple found in the index holds a reference, and only Release under the exclusive lock
-    // drops the last one: under the shared lock it stays, and its count may be raised.
+    // drops the last one: under the shared lock it stays, and its count may be raised. The same
+    // holds for a hinted handle whose tuple is held (refs > 0) under the hint's generation: a
+    // handle is reused, with a new generation, only after its last reference went.
     absl::ReaderMutexLock lock(&mu_);
     const auto& index = index_;
     for (size_t i = 0; i < keys.size(); ++i) {
+      if (seen[i] != 0) {
+        const uint32_t handle = static_cast<uint32_t>(seen[i]);
+        if (handle < next_) {
+          SeriesIdentity& t = Slot(handle);
+          if (t.generation == static_cast<uint32_t>(seen[i] >> 32) &&
+              t.refs.load(std::memory_order_relaxed) > 0) {
+            t.refs.fetch_add(1, std::memory_order_relaxed);
+            handles[i] = handle;
+            continue;
+          }
+        }
+        seen[i] = 0;  // stale: looked up as any other key
+        hashes[i] = HashOf(keys[i]);
+      }
       auto it = index.find(HashedKey{&keys[i], hashes[i]});
       if (it == index.end()) {
         handles[i] = kMissing;
@@ -122,12 +152,19 @@ void SeriesIdentityPool::AcquireMany(absl::Span<const SeriesIdentityKey> keys,
       }
       Slot(*it).refs.fetch_add(1, std::memory_order_relaxed);
       handles[i] = *it;
+      if (std::atomic<uint64_t>* h = hint_of(i)) {
+        h->store(PackHint(*it, Slot(*it).generation), std::memory_order_relaxed);
+      }
     }
   }
   if (missing == 0) return;
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (handles[i] == kMissing) handles[i] = AcquireLocked(HashedKey{&keys[i], hashes[i]});
+    if (handles[i] != kMissing) continue;
+    handles[i] = AcquireLocked(HashedKey{&keys[i], hashes[i]});
+    if (std::atomic<uint64_t>* h = hint_of(i)) {
+      h->store(PackHint(handles[i], Slot(handles[i]).generation), std::memory_order_relaxed);
+    }
   }
 }
 

@@ -1,7 +1,5 @@
 #include "analysis/series_state.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/bfloat16.h"
+#include "analysis/populate.h"
 
 namespace ringside::analysis {
 namespace {
@@ -80,20 +79,6 @@ void ResetPacked(PackedSeries& s, SeriesKind kind, uint8_t width, bool saturates
   SetWidth(s, width);
   SetSaturates(s, saturates);
   SetTermWidth(s, term_width);
-}
-
-// A new node's table (1,500 series: 88 KiB) is written whole as soon as it is allocated, on memory
-// the process never touched: one page fault per 4 KiB, and on the 2-core VM the shard benches run
-// on a fault costs ~20 us, most of a node's admission. Its pages are populated in one call instead
-// (Linux 5.14+; a hint: where it is not supported the writes fault as before).
-void PopulateForWrite(const void* p, size_t bytes) {
-#ifdef MADV_POPULATE_WRITE
-  constexpr uintptr_t kPage = 4096;
-  if (bytes < 16 * kPage) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kPage - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#endif
 }
 
 StepKind FromDelta(DeltaKind kind) {
@@ -464,7 +449,8 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
 }
 
 absl::Status NodeSeries::DefineAll(absl::Span<const SeriesDefinitionRef> defs,
-                                   DefineCounts* counts) {
+                                   DefineCounts* counts,
+                                   absl::Span<std::atomic<uint64_t>> identity_hints) {
   auto count = [counts](DefineResult r) {
     if (r == DefineResult::kNew) {
       ++counts->added;
@@ -489,8 +475,11 @@ absl::Status NodeSeries::DefineAll(absl::Span<const SeriesDefinitionRef> defs,
   thread_local std::vector<int64_t> at;  // the series' index, -1 when new
   thread_local std::vector<SeriesIdentityKey> keys;
   thread_local std::vector<uint32_t> handles;
+  thread_local std::vector<std::atomic<uint64_t>*> hints;  // keys[i]'s, when given
+  const bool hinted = identity_hints.size() == defs.size();
   at.clear();
   keys.clear();
+  hints.clear();
   absl::Status error;
   size_t n = defs.size();
   size_t added = 0;
@@ -501,13 +490,17 @@ absl::Status NodeSeries::DefineAll(absl::Span<const SeriesDefinitionRef> defs,
       const int64_t a = IndexOf(def.id);
       if (a >= 0) {
         at.push_back(a);
-        if (NeedsIdentity(series_[a], def)) keys.push_back(KeyOf(def));
+        if (NeedsIdentity(series_[a], def)) {
+          keys.push_back(KeyOf(def));
+          if (hinted) hints.push_back(&identity_hints[i]);
+        }
         continue;
       }
       if (series_.size() + added < limits_.max_series_per_node) {
         at.push_back(-1);
         ++added;
         keys.push_back(KeyOf(def));
+        if (hinted) hints.push_back(&identity_hints[i]);
         continue;
       }
       error = LimitError(series_.size() + added);
@@ -516,7 +509,7 @@ absl::Status NodeSeries::DefineAll(absl::Span<const SeriesDefinitionRef> defs,
     break;
   }
   handles.resize(keys.size());
-  pool_->AcquireMany(keys, absl::MakeSpan(handles));
+  pool_->AcquireMany(keys, absl::MakeSpan(handles), hints);
   // Then each in order: held series redefined in place, new ones gathered (ascending).
   size_t next_handle = 0;
   std::vector<Packed> fresh;

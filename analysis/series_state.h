@@ -23,6 +23,7 @@
 #ifndef RINGSIDE_ANALYSIS_SERIES_STATE_H_
 #define RINGSIDE_ANALYSIS_SERIES_STATE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -240,8 +241,10 @@ class NodeSeries {
   // session's first SeriesDefs): when the ids ascend, as agents send them, a definition identical
   // to the one held is checked without the identity pool, the new identities are interned in one
   // pass (SeriesIdentityPool::AcquireMany), and the new series are merged into a table allocated
-  // at its exact size (no growth, nothing for Compact to give back).
-  absl::Status DefineAll(absl::Span<const SeriesDefinitionRef> defs, DefineCounts* counts);
+  // at its exact size (no growth, nothing for Compact to give back). `identity_hints` (empty, or
+  // one per definition): SeriesIdentityPool's hints for them, used and kept up to date.
+  absl::Status DefineAll(absl::Span<const SeriesDefinitionRef> defs, DefineCounts* counts,
+                         absl::Span<std::atomic<uint64_t>> identity_hints = {});
 
   // Takes a sample of `id` in. NotFound when the id was never defined (the sample is ignored).
   absl::StatusOr<StepResult> Observe(uint32_t id, uint64_t raw, int64_t time_ns);

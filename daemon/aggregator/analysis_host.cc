@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/import/record_observation.h"
 #include "analysis/pci_bus_id.h"
+#include "analysis/populate.h"
 #include "analysis/sqlite_incident_store.h"
 #include "daemon/aggregator/shards/peer_incidents.h"
 #include "daemon/common/steady_time.h"
@@ -193,6 +194,7 @@ void AnalysisHost::OnSamples(absl::string_view node,
   if (!samples.empty() && samples.back().identity_generation != 0 &&
       samples.back().slot >= hints.size() && samples.back().slot < (uint32_t{1} << 20)) {
     hints.reserve(samples.back().slot + 1);
+    if (hints.empty()) analysis::PopulateForWrite(hints.data(), hints.capacity() * sizeof(SlotHint));
     hints.resize(samples.back().slot + 1);
   }
   // The detectors' records are visited once per sampling interval each, far more of them than fit

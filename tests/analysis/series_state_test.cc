@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -662,6 +663,78 @@ TEST_F(SeriesStateTest, AcquireManyInternsOnceAndSharesWithAcquire) {
   EXPECT_EQ(pool.Acquire(keys[3]), handles[3]);
   for (uint32_t h : {handles[3], handles[3]}) pool.Release(h);
   EXPECT_EQ(pool.size(), 2u);
+}
+
+// Hints (a definition set's, by reference): a hint that names the key's held tuple is taken
+// without a lookup; a stale one (its tuple freed, the handle reused for another) is looked up as
+// any key and corrected; every hint ends naming what was acquired.
+TEST_F(SeriesStateTest, AcquireManyTakesHintsThatStillHoldAndCorrectsStaleOnes) {
+  SeriesIdentityPool pool;
+  std::vector<SeriesIdentityKey> keys = {
+      {"infiniband", "mlx5_0", "1", "symbol_error", "count", -1},
+      {"ethtool", "eth0", "", "tx_prio3_pause", "packets", 3},
+  };
+  std::vector<std::atomic<uint64_t>> hint_store(keys.size());  // zero: no hint
+  std::vector<std::atomic<uint64_t>*> hints = {&hint_store[0], &hint_store[1]};
+  std::vector<uint32_t> first(keys.size());
+  pool.AcquireMany(keys, absl::MakeSpan(first), hints);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(hint_store[i].load(),
+              SeriesIdentityPool::PackHint(first[i], pool.Get(first[i]).generation));
+  }
+  // Held: the hints are taken, one more reference each.
+  std::vector<uint32_t> second(keys.size());
+  pool.AcquireMany(keys, absl::MakeSpan(second), hints);
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(pool.Get(first[0]).refs.load(), 2u);
+  EXPECT_EQ(pool.Get(first[1]).refs.load(), 2u);
+  // The tuple of key 1 freed, its handle reused for another tuple: the hint is stale.
+  pool.Release(first[1]);
+  pool.Release(first[1]);
+  const SeriesIdentityKey other = {"netdev", "eth9", "", "rx_bytes", "bytes", -1};
+  const uint32_t reused = pool.Acquire(other);
+  ASSERT_EQ(reused, first[1]);  // the freed handle, a new generation
+  std::vector<uint32_t> third(keys.size());
+  pool.AcquireMany(keys, absl::MakeSpan(third), hints);
+  EXPECT_EQ(third[0], first[0]);
+  EXPECT_NE(third[1], reused);  // not the other tuple
+  EXPECT_EQ(*pool.Get(third[1]).counter, "tx_prio3_pause");
+  EXPECT_EQ(pool.Get(third[1]).priority, 3);
+  EXPECT_EQ(*pool.Get(reused).counter, "rx_bytes");
+  EXPECT_EQ(pool.Get(reused).refs.load(), 1u);
+  EXPECT_EQ(hint_store[1].load(),
+            SeriesIdentityPool::PackHint(third[1], pool.Get(third[1]).generation));
+  // A hint that names a handle never handed out is ignored.
+  hint_store[0].store(SeriesIdentityPool::PackHint(1000, 1));
+  std::vector<uint32_t> fourth(keys.size());
+  pool.AcquireMany(keys, absl::MakeSpan(fourth), hints);
+  EXPECT_EQ(fourth, third);
+}
+
+// A node defined with a set's hints equals one defined without, and shares its identities.
+TEST_F(SeriesStateTest, DefineAllWithIdentityHintsSharesTheIdentities) {
+  SeriesIdentityPool pool;
+  std::vector<SeriesDefinition> defs;
+  for (uint32_t id = 0; id < 100; ++id) defs.push_back(Counter(id, "c" + std::to_string(id), 32));
+  std::vector<std::atomic<uint64_t>> hints(defs.size());
+  NodeSeries a(SeriesLimits{}, &pool);
+  NodeSeries b(SeriesLimits{}, &pool);
+  NodeSeries c(SeriesLimits{}, &pool);
+  DefineCounts ca, cb, cc;
+  ASSERT_TRUE(a.DefineAll(Refs(defs), &ca, absl::MakeSpan(hints)).ok());
+  ASSERT_TRUE(b.DefineAll(Refs(defs), &cb, absl::MakeSpan(hints)).ok());
+  ASSERT_TRUE(c.DefineAll(Refs(defs), &cc).ok());
+  EXPECT_EQ(ca.added, 100u);
+  EXPECT_EQ(cb.added, 100u);
+  EXPECT_EQ(pool.size(), 100u);
+  for (uint32_t id = 0; id < 100; ++id) {
+    ASSERT_TRUE(a.Observe(id, 5, kSecond).ok());
+    ASSERT_TRUE(b.Observe(id, 5, kSecond).ok());
+    ASSERT_TRUE(c.Observe(id, 5, kSecond).ok());
+  }
+  EXPECT_EQ(Dump(a), Dump(b));
+  EXPECT_EQ(Dump(a), Dump(c));
+  EXPECT_EQ(pool.Get(0).refs.load(), 3u);
 }
 
 }  // namespace

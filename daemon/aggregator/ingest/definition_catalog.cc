@@ -64,6 +64,8 @@ DefinitionCatalog::LearnResult DefinitionCatalog::Learn(absl::string_view digest
   for (const analysis::SeriesDefinition& d : set->defs) {
     set->refs.push_back(analysis::SeriesDefinitionRef::Of(d));
   }
+  set->identity_hints = std::make_unique<std::atomic<uint64_t>[]>(set->refs.size());  // zero
+  bytes += set->refs.size() * sizeof(uint64_t);
   set->bytes = bytes;
   if (bytes > options_.max_bytes) return LearnResult::kNotKept;
   absl::MutexLock l(&mu_);

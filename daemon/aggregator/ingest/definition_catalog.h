@@ -11,6 +11,7 @@
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_INGEST_DEFINITION_CATALOG_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_INGEST_DEFINITION_CATALOG_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,7 +32,15 @@ struct DefinitionSet {
   std::string digest;
   std::vector<analysis::SeriesDefinition> defs;
   std::vector<analysis::SeriesDefinitionRef> refs;  // into defs
-  size_t bytes = 0;                                 // what the set holds, roughly
+  // SeriesIdentityPool's hints, one per definition: the identity handles the last node defined
+  // from the set got, so the next takes them without hashing names (NodeSeries::DefineAll).
+  // Written by whichever admission thread defines from the set (relaxed atomics).
+  std::unique_ptr<std::atomic<uint64_t>[]> identity_hints;
+  size_t bytes = 0;  // what the set holds, roughly
+
+  absl::Span<std::atomic<uint64_t>> IdentityHints() const {
+    return absl::MakeSpan(identity_hints.get(), identity_hints ? refs.size() : 0);
+  }
 
   DefinitionSet() = default;
   DefinitionSet(const DefinitionSet&) = delete;

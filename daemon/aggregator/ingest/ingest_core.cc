@@ -307,10 +307,11 @@ absl::Status IngestCore::DefineLocked(NodeEntry& n, const SeriesDefsView& defs) 
 }
 
 absl::Status IngestCore::DefineAllLocked(NodeEntry& n,
-                                         absl::Span<const analysis::SeriesDefinitionRef> defs) {
+                                         absl::Span<const analysis::SeriesDefinitionRef> defs,
+                                         absl::Span<std::atomic<uint64_t>> identity_hints) {
   n.mu.AssertHeld();
   analysis::DefineCounts counts;
-  absl::Status s = n.series->DefineAll(defs, &counts);
+  absl::Status s = n.series->DefineAll(defs, &counts, identity_hints);
   if (counts.added != 0) IngestStats::Add(stats_->series_defined, counts.added);
   if (counts.redefined != 0) IngestStats::Add(stats_->series_redefined, counts.redefined);
   if (!s.ok() && absl::IsResourceExhausted(s)) {
@@ -322,12 +323,13 @@ absl::Status IngestCore::DefineAllLocked(NodeEntry& n,
 }
 
 absl::Status IngestCore::DefineFromSet(NodeEntry& n, uint64_t session_id,
-                                       absl::Span<const analysis::SeriesDefinitionRef> defs) {
+                                       absl::Span<const analysis::SeriesDefinitionRef> defs,
+                                       absl::Span<std::atomic<uint64_t>> identity_hints) {
   const absl::Time now = options_.now();
   const absl::Time steady = options_.steady_now();
   absl::MutexLock l(&n.mu);
   if (absl::Status s = TakeMessageLocked(n, session_id, now, steady); !s.ok()) return s;
-  if (absl::Status s = DefineAllLocked(n, defs); !s.ok()) return s;
+  if (absl::Status s = DefineAllLocked(n, defs, identity_hints); !s.ok()) return s;
   n.series->Compact();
   return absl::OkStatus();
 }

@@ -198,8 +198,10 @@ class IngestCore {
   absl::Status ApplySeriesDefs(NodeEntry& node, uint64_t session_id, const SeriesDefsView& defs);
   // Defines the node's series from a definition set the aggregator holds (definitions by
   // reference, definition_catalog.h), as a SeriesDefs of them would, without counting a message.
+  // `identity_hints`: the set's (NodeSeries::DefineAll).
   absl::Status DefineFromSet(NodeEntry& node, uint64_t session_id,
-                             absl::Span<const analysis::SeriesDefinitionRef> defs);
+                             absl::Span<const analysis::SeriesDefinitionRef> defs,
+                             absl::Span<std::atomic<uint64_t>> identity_hints = {});
 
   // A message whose body is a SampleBatch, read straight from the wire (sample_batch_view.h):
   // what Apply does with it, without the parsed message.
@@ -239,7 +241,8 @@ class IngestCore {
   void OnDurable(const std::shared_ptr<NodeEntry>& node, uint64_t agent_epoch, uint64_t seq);
   // A SeriesDefs's definitions and info records, with the node's lock held.
   absl::Status DefineAllLocked(NodeEntry& node,
-                               absl::Span<const analysis::SeriesDefinitionRef> defs);
+                               absl::Span<const analysis::SeriesDefinitionRef> defs,
+                               absl::Span<std::atomic<uint64_t>> identity_hints = {});
   absl::Status DefineLocked(NodeEntry& node, const SeriesDefsView& defs);
   // A SampleBatch's samples (its seq already judged new), with the node's lock held.
   absl::Status SamplesLocked(NodeEntry& node, uint64_t seq, absl::Time now,

@@ -261,7 +261,7 @@ class IngestSession final : public AsyncBidi,
   // fails (a limit), the HelloAck does not: the agent sends its definitions, judged as ever.
   void DefineFromHeldSetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::shared_ptr<const DefinitionSet> set = std::move(held_set_);  // leaves held_set_ null
-    if (service_->core_->DefineFromSet(*node_, id_, set->refs).ok()) {
+    if (service_->core_->DefineFromSet(*node_, id_, set->refs, set->IdentityHints()).ok()) {
       defs_known_ = true;
       IngestStats::Add(service_->stats_->defs_by_reference);
     }
