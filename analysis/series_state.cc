@@ -1,6 +1,7 @@
 #include "analysis/series_state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -147,8 +148,14 @@ float SeriesState::LatestRate() const {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+std::atomic<uint64_t> next_layout{1};
+}  // namespace
+
 NodeSeries::NodeSeries(SeriesLimits limits, SeriesIdentityPool* pool)
-    : limits_(limits), pool_(pool) {}
+    : limits_(limits), pool_(pool), layout_(next_layout.fetch_add(1, std::memory_order_relaxed)) {}
+
+void NodeSeries::Relayout() { layout_ = next_layout.fetch_add(1, std::memory_order_relaxed); }
 
 NodeSeries::~NodeSeries() {
   for (const Packed& s : series_) pool_->Release(s.identity);
@@ -402,6 +409,7 @@ NodeSeries::DefineResult NodeSeries::Redefine(Packed& s, const SeriesDefinitionR
     s.identity = identity;
     pool_->Release(old);
     ResetPacked(s, def.kind, width, def.saturates, def.term_width);
+    Relayout();
     return DefineResult::kReplaced;
   }
   const bool same_unit = *cur.unit == def.unit;
@@ -409,6 +417,7 @@ NodeSeries::DefineResult NodeSeries::Redefine(Packed& s, const SeriesDefinitionR
       KindOf(s) == def.kind && WidthOf(s) == width && Saturates(s) == def.saturates &&
       TermWidthOf(s) == (def.term_width == 32 ? 32 : 0) && same_unit;
   if (same_shape) return DefineResult::kUnchanged;
+  Relayout();
   if (!same_unit) {
     const uint32_t old = s.identity;
     s.identity = identity;
@@ -441,6 +450,7 @@ absl::StatusOr<NodeSeries::DefineResult> NodeSeries::Define(const SeriesDefiniti
                                   [](const Packed& p, uint32_t v) { return p.id < v; });
       series_.insert(pos, s);
     }
+    Relayout();
     return DefineResult::kNew;
   }
   Packed& s = series_[at];
@@ -540,6 +550,7 @@ absl::Status NodeSeries::DefineAll(absl::Span<const SeriesDefinitionRef> defs,
       series_ = std::move(merged);
     }
     guess_ = 0;
+    Relayout();
   }
   return error;
 }
@@ -576,6 +587,7 @@ bool NodeSeries::TryObserve(uint32_t id, uint64_t raw, int64_t time_ns, StepResu
     detail->identity = s.identity;
     detail->identity_generation = info.generation;
     detail->slot = static_cast<uint32_t>(at);
+    detail->layout = layout_;
   }
   return true;
 }

@@ -125,8 +125,11 @@ struct ObservedSample {
   uint32_t identity = 0;
   uint32_t identity_generation = 0;
   // The series' index in its node's table (dense from 0; a series removed or redefined may move
-  // it, so a caller keeping state by slot checks the identity too).
+  // it, so a caller keeping state by slot checks the identity too, or the layout).
   uint32_t slot = 0;
+  // The node table's NodeSeries::layout() when the sample came through one (0: none): while it
+  // stays the same, each slot names the same series.
+  uint64_t layout = 0;
 };
 
 // A series as an agent declares it (ringside.v1 SeriesDef).
@@ -257,6 +260,11 @@ class NodeSeries {
   // Gives back the table's spare capacity (after a batch of definitions).
   void Compact();
 
+  // Changes whenever a slot (ObservedSample::slot) may name another series than before: a
+  // series added, replaced or redefined. Unique among all NodeSeries of the process, so a caller
+  // that keeps state by slot keeps it while its node's samples carry the same layout.
+  uint64_t layout() const { return layout_; }
+
   std::optional<SeriesState> Find(uint32_t id) const;
   std::vector<SeriesView> Views() const;  // in id order
   size_t size() const { return series_.size(); }
@@ -284,10 +292,12 @@ class NodeSeries {
   // from here on), unused otherwise.
   DefineResult Redefine(Packed& s, const SeriesDefinitionRef& def, uint32_t identity);
   Packed NewSeries(const SeriesDefinitionRef& def, uint32_t identity) const;
+  void Relayout();  // a slot may name another series now: a new layout()
 
   SeriesLimits limits_;
   SeriesIdentityPool* pool_;
   std::vector<Packed> series_;  // ascending ids
+  uint64_t layout_;
   bool has_base_ = false;
   int64_t base_ns_ = 0;    // tick 0, a multiple of kTickNs
   int64_t origin_ns_ = 0;  // second 0 of first_second: the node's first sample, in whole seconds

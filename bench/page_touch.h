@@ -15,6 +15,18 @@ namespace ringside::bench {
 // on `bytes` of memory mapped for it and unmapped after; -1 if the memory cannot be mapped.
 double PageTouchMicros(size_t bytes = size_t{128} << 20);
 
+// The same memory populated first, in one madvise(MADV_POPULATE_WRITE) call (as the aggregator
+// does for a new node's tables, analysis/populate.h), then written: the CPU microseconds a page
+// of each. On a host that backs a page when the process maps it, the write after the call is
+// cheap; on one that backs it on the first access through the process's mapping (a shadow page
+// table, as on the VM of docs/benchmarks.md), the write still pays most of the price.
+// {-1, -1} when the memory cannot be mapped or the call is not supported.
+struct PopulatedTouch {
+  double populate_us = -1;  // a page, in the madvise call
+  double write_us = -1;     // a page, its first write after the call
+};
+PopulatedTouch PopulatedTouchMicros(size_t bytes = size_t{64} << 20);
+
 }  // namespace ringside::bench
 
 #endif  // RINGSIDE_BENCH_PAGE_TOUCH_H_

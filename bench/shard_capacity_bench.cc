@@ -260,6 +260,12 @@ int RunPaced() {
   } else {
     std::printf("  this machine: the price of a fresh page could not be measured (mmap failed)\n");
   }
+  const ringside::bench::PopulatedTouch populated = ringside::bench::PopulatedTouchMicros();
+  if (populated.populate_us >= 0) {
+    std::printf("               populated in bulk first (MADV_POPULATE_WRITE): %.1f us a page in "
+                "the call, then %.1f us at its first write\n",
+                populated.populate_us, populated.write_us);
+  }
 
   ringside::bench::AggregatorProcess agg;
   if (!agg.Start(absl::GetFlag(FLAGS_aggregator),

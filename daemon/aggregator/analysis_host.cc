@@ -150,16 +150,11 @@ const analysis::SeriesBinding& AnalysisHost::BindingOf(const analysis::ObservedS
   return c.binding;
 }
 
-analysis::RecordHint* AnalysisHost::HintOf(std::vector<SlotHint>& hints,
-                                           const analysis::ObservedSample& s) {
+analysis::RecordHint* AnalysisHost::HintOf(NodeHints& hints, const analysis::ObservedSample& s) {
   constexpr uint32_t kMaxSlots = uint32_t{1} << 20;  // beyond any --max-series-per-node in use
-  if (s.identity_generation == 0 || s.slot >= kMaxSlots) return nullptr;
-  if (s.slot >= hints.size()) hints.resize(s.slot + 1);
-  SlotHint& h = hints[s.slot];
-  if (h.identity != s.identity || h.generation != s.identity_generation) {
-    h = SlotHint{s.identity, s.identity_generation, {}};  // a different series in this slot
-  }
-  return &h.hint;
+  if (s.layout == 0 || s.layout != hints.layout || s.slot >= kMaxSlots) return nullptr;
+  if (s.slot >= hints.slots.size()) hints.slots.resize(s.slot + 1);
+  return &hints.slots[s.slot];
 }
 
 bool AnalysisHost::CrossesHeartbeat(const analysis::ObservedSample& s) const {
@@ -187,15 +182,25 @@ void AnalysisHost::OnSamples(absl::string_view node,
   }
   const uint32_t node_number = NodeNumber(node);
   if (node_number >= hints_.size()) hints_.resize(node_number + 1);
-  std::vector<SlotHint>& hints = hints_[node_number];
+  NodeHints& hints = hints_[node_number];
+  // A batch's samples come from one table, in one layout. Another layout than the hints were made
+  // from: a slot may name another series now, so every hint goes.
+  if (!samples.empty() && samples.front().layout != hints.layout) {
+    hints.layout = samples.front().layout;
+    hints.slots.clear();
+  }
   // Size the node's hints once, exactly, from the batch (its series come in slot order, so the
   // last one has the largest slot): grown one slot at a time the table ended up to twice its
-  // size (56 bytes a series instead of 32, then 24 without a delivery time).
-  if (!samples.empty() && samples.back().identity_generation != 0 &&
-      samples.back().slot >= hints.size() && samples.back().slot < (uint32_t{1} << 20)) {
-    hints.reserve(samples.back().slot + 1);
-    if (hints.empty()) analysis::PopulateForWrite(hints.data(), hints.capacity() * sizeof(SlotHint));
-    hints.resize(samples.back().slot + 1);
+  // size. A new node's table is populated in one call (analysis/populate.h).
+  if (!samples.empty() && hints.layout != 0 && samples.back().slot >= hints.slots.size() &&
+      samples.back().slot < (uint32_t{1} << 20)) {
+    const bool fresh = hints.slots.capacity() == 0;
+    hints.slots.reserve(samples.back().slot + 1);
+    if (fresh) {
+      analysis::PopulateForWrite(hints.slots.data(),
+                                 hints.slots.capacity() * sizeof(analysis::RecordHint));
+    }
+    hints.slots.resize(samples.back().slot + 1);
   }
   // The detectors' records are visited once per sampling interval each, far more of them than fit
   // in the cache: fetch each a few samples before its step. A stale hint may point at freed
@@ -203,13 +208,13 @@ void AnalysisHost::OnSamples(absl::string_view node,
   constexpr size_t kAhead = 8;
   constexpr size_t kHintsAhead = 32;  // the hints themselves, for the record prefetch to read
   for (size_t i = 0; i < samples.size(); ++i) {
-    if (i + kHintsAhead < samples.size() && samples[i + kHintsAhead].slot < hints.size()) {
-      __builtin_prefetch(&hints[samples[i + kHintsAhead].slot]);
+    if (i + kHintsAhead < samples.size() && samples[i + kHintsAhead].slot < hints.slots.size()) {
+      __builtin_prefetch(&hints.slots[samples[i + kHintsAhead].slot]);
     }
     if (i + kAhead < samples.size()) {
       const analysis::ObservedSample& ahead = samples[i + kAhead];
-      if (ahead.slot < hints.size() && hints[ahead.slot].hint.record != nullptr) {
-        const char* record = static_cast<const char*>(hints[ahead.slot].hint.record);
+      if (ahead.slot < hints.slots.size() && hints.slots[ahead.slot].record != nullptr) {
+        const char* record = static_cast<const char*>(hints.slots[ahead.slot].record);
         // What a step reads sits in a record's first lines (the detectors keep it there).
         __builtin_prefetch(record);
         __builtin_prefetch(record + 64);

@@ -181,26 +181,28 @@ class AnalysisHost final : public IngestObserver {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Per node and series slot (ObservedSample::slot), the detector record the series' last step
   // went to (analysis::RecordHint): the next step skips the port lookup, and OnSamples prefetches
-  // the record a few samples ahead. Checked against the series identity, as slots can move.
+  // the record a few samples ahead. Kept while the node's samples carry the same table layout
+  // (NodeSeries::layout: each slot names the same series), dropped whole when it changes: 16
+  // bytes a series (it was 24 with the identity and generation checked slot by slot, 32 with the
+  // time of the last step delivered).
   // A quiet series' normal Δ 0 steps are left out (RecordHint::quiet), but one still goes through
   // each time the series' samples cross a quiet_heartbeat_ boundary (CrossesHeartbeat), so that
   // its port is seen at least once a beat and a sampling interval. Nothing is kept per slot for
-  // it: a hint is 24 bytes (it was 32 with the time of the last step delivered).
-  struct SlotHint {
-    uint32_t identity = 0;
-    uint32_t generation = 0;  // 0: empty
-    analysis::RecordHint hint;
+  // it.
+  struct NodeHints {
+    uint64_t layout = 0;  // of the samples the hints were made from
+    std::vector<analysis::RecordHint> slots;
   };
-  static_assert(sizeof(SlotHint) == 24);
+  static_assert(sizeof(analysis::RecordHint) == 16);
   // Whether the step from s.prev_time_ns to s.time_ns crosses a boundary of the beat (at the
   // series' own phase); true without a beat or a previous time.
   bool CrossesHeartbeat(const analysis::ObservedSample& s) const;
-  analysis::RecordHint* HintOf(std::vector<SlotHint>& hints, const analysis::ObservedSample& s)
+  analysis::RecordHint* HintOf(NodeHints& hints, const analysis::ObservedSample& s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t NodeNumber(absl::string_view node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<CachedBinding> bindings_ ABSL_GUARDED_BY(mu_);
   analysis::SeriesBinding scratch_binding_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<SlotHint>> hints_ ABSL_GUARDED_BY(mu_);  // by node number
+  std::vector<NodeHints> hints_ ABSL_GUARDED_BY(mu_);  // by node number
   int64_t quiet_heartbeat_ns_ = 0;  // 0: every step is delivered
   absl::flat_hash_map<std::string, uint32_t> node_numbers_ ABSL_GUARDED_BY(mu_);
   // The discovered topology: IB discovery wins over LLDP; merged with the file (Remerge).

@@ -737,5 +737,45 @@ TEST_F(SeriesStateTest, DefineAllWithIdentityHintsSharesTheIdentities) {
   EXPECT_EQ(pool.Get(0).refs.load(), 3u);
 }
 
+// The layout changes whenever a slot may name another series (hints by slot rely on it), and
+// only then; every node's layouts are its own.
+TEST_F(SeriesStateTest, LayoutChangesWhenASlotMayNameAnotherSeries) {
+  SeriesIdentityPool pool;
+  NodeSeries node(SeriesLimits{}, &pool);
+  NodeSeries other(SeriesLimits{}, &pool);
+  EXPECT_NE(node.layout(), 0u);
+  EXPECT_NE(node.layout(), other.layout());
+  std::vector<SeriesDefinition> defs = {Counter(1, "a", 32), Counter(3, "b", 32)};
+  uint64_t last = node.layout();
+  DefineCounts counts;
+  ASSERT_TRUE(node.DefineAll(Refs(defs), &counts).ok());
+  EXPECT_NE(node.layout(), last);
+  last = node.layout();
+  // Samples, the same definitions again, a Compact: the same layout, carried by the samples.
+  StepResult r;
+  ObservedSample detail;
+  ASSERT_TRUE(node.TryObserve(3, 7, kSecond, &r, &detail));
+  EXPECT_EQ(detail.layout, last);
+  EXPECT_EQ(detail.slot, 1u);
+  ASSERT_TRUE(node.DefineAll(Refs(defs), &counts).ok());
+  node.Compact();
+  EXPECT_EQ(node.layout(), last);
+  // An id below the others moves their slots; a replaced series and a new width change it too.
+  ASSERT_TRUE(node.Define(Counter(2, "c", 32)).ok());
+  EXPECT_NE(node.layout(), last);
+  last = node.layout();
+  ASSERT_TRUE(node.TryObserve(3, 8, 2 * kSecond, &r, &detail));
+  EXPECT_EQ(detail.slot, 2u);
+  EXPECT_EQ(detail.layout, last);
+  ASSERT_TRUE(node.Define(Counter(2, "d", 32)).ok());  // another series under id 2
+  EXPECT_NE(node.layout(), last);
+  last = node.layout();
+  ASSERT_TRUE(node.Define(Counter(2, "d", 64)).ok());  // the same series, updated
+  EXPECT_NE(node.layout(), last);
+  last = node.layout();
+  ASSERT_TRUE(node.Define(Counter(2, "d", 64)).ok());  // unchanged
+  EXPECT_EQ(node.layout(), last);
+}
+
 }  // namespace
 }  // namespace ringside::analysis
