@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "analysis/bfloat16.h"
@@ -775,6 +776,42 @@ TEST_F(SeriesStateTest, LayoutChangesWhenASlotMayNameAnotherSeries) {
   last = node.layout();
   ASSERT_TRUE(node.Define(Counter(2, "d", 64)).ok());  // unchanged
   EXPECT_EQ(node.layout(), last);
+}
+
+// Several threads defining nodes from one set's hints at once while others release theirs (stale
+// hints, reused handles): every node gets the identities of its definitions, and nothing leaks.
+TEST_F(SeriesStateTest, IdentityHintsSharedByThreadsStayCorrect) {
+  SeriesIdentityPool pool;
+  std::vector<SeriesDefinition> defs;
+  for (uint32_t id = 0; id < 200; ++id) defs.push_back(Counter(id, "c" + std::to_string(id), 32));
+  std::vector<std::atomic<uint64_t>> hints(defs.size());
+  std::vector<SeriesDefinitionRef> refs = Refs(defs);
+  std::atomic<int> wrong{0};
+  auto work = [&](int seed) {
+    for (int round = 0; round < 50; ++round) {
+      NodeSeries node(SeriesLimits{}, &pool);
+      DefineCounts counts;
+      if (!node.DefineAll(refs, &counts, absl::MakeSpan(hints)).ok()) ++wrong;
+      // A node of other series now and then: handles freed and reused under the hints.
+      if ((round + seed) % 3 == 0) {
+        NodeSeries other(SeriesLimits{}, &pool);
+        ASSERT_TRUE(other.Define(Counter(1, "x" + std::to_string(round), 32)).ok());
+      }
+      for (uint32_t id : {0u, 77u, 199u}) {
+        StepResult r;
+        ObservedSample detail;
+        if (!node.TryObserve(id, 1, kSecond, &r, &detail) ||
+            detail.counter != "c" + std::to_string(id)) {
+          ++wrong;
+        }
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(work, t);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(pool.size(), 0u);  // every node gone: every identity released
 }
 
 }  // namespace
