@@ -35,10 +35,12 @@ endif()
 # The concurrent suites (issue #18 item 2): uploader; collective listener (also inherited from
 # systemd, with the progress watch); ingest service; analysis host; alert dispatcher; plugin ring
 # and sender (the real plugin in driver processes); shard watch and incident watch (query service,
-# remote incidents); the gRPC server's completion-queue threads.
+# remote incidents); the gRPC server's completion-queue threads; the series identity pool shared
+# by admission threads (identity hints).
 set(_san_tsan_targets uploader_test collective_listener_test systemd_notify_test
   aggregator_ingest_test analysis_host_test alerts_test nccl_plugin_test collective_record_test
-  aggregator_query_test aggregator_grpc_server_test remote_incidents_test shard_watch_test)
+  aggregator_query_test aggregator_grpc_server_test remote_incidents_test shard_watch_test
+  series_state_test)
 if(RINGSIDE_SANITIZE STREQUAL "thread")
   set(_san_tsan_built)
   foreach(_t IN LISTS _san_tsan_targets)
