@@ -42,7 +42,7 @@ std::vector<LinkView> LinkDetector::Views(absl::Time now) const {
   for (const auto& [key, link] : links_) {
     const Link& l = *link;
     LinkView v;
-    v.node = l.node;
+    v.node = std::string(l.node);
     v.source = std::string(SourceOf(l.id.cls));
     v.device = l.id.device;
     v.port = l.id.port;

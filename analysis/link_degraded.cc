@@ -42,24 +42,25 @@ double SpanRate(const std::deque<Counted>* recent, absl::Time known_since, absl:
 void LinkDetector::Breach(Link& l, absl::Time t, Severity sev, const std::string& rule,
                           double value, double limit, std::vector<Finding>& out) {
   l.last_breach = std::max<absl::Time>(l.last_breach, t);
-  l.degraded_evidence[rule] = value;
-  l.degraded_evidence[rule + "_limit"] = limit;
+  Link::DegradedNote& note = l.Degraded();
+  note.evidence[rule] = value;
+  note.evidence[rule + "_limit"] = limit;
   const bool open = !l.degraded_open;
   const bool worse = l.degraded_open && sev > l.degraded_severity;
-  const bool new_rule = l.degraded_open && l.degraded_rule.find(rule) == std::string::npos;
+  const bool new_rule = l.degraded_open && note.rule.find(rule) == std::string::npos;
   if (!open && !worse && !new_rule) return;
   if (open) {
     l.degraded_open = true;
     Attend(l);
-    l.degraded_rule = rule;
+    note.rule = rule;
     l.degraded_severity = sev;
   } else {
     if (worse) l.degraded_severity = sev;
-    if (new_rule) absl::StrAppend(&l.degraded_rule, ",", rule);
+    if (new_rule) absl::StrAppend(&note.rule, ",", rule);
   }
   Finding f = Make(l, IncidentKind::kLinkDegraded, t, true);
   f.severity = l.degraded_severity;
-  f.evidence = l.degraded_evidence;
+  f.evidence = note.evidence;
   f.summary = absl::StrFormat("%s on %s is degraded: %s = %g (limit %g)", l.id.Describe(), l.node,
                               rule, value, limit);
   out.push_back(std::move(f));
@@ -94,7 +95,7 @@ void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
     es->stuck = step.delta == 0;
     if (es->stuck && l.degraded_open) {
       l.last_breach = std::max<absl::Time>(l.last_breach, t);  // blind: cannot show the link clean
-      l.degraded_evidence[absl::StrCat(ErrorName(code), "_saturated")] = 1;
+      l.Degraded().evidence[absl::StrCat(ErrorName(code), "_saturated")] = 1;
     }
   } else {
     es->stuck = false;
@@ -194,7 +195,7 @@ void LinkDetector::ObserveError(Link& l, const CounterStep& step, int code,
       if (rate >= options_.nvlink_crc_per_s) {
         Breach(l, t, Severity::kCritical, name + "_per_s", rate, options_.nvlink_crc_per_s, out);
       } else if (l.degraded_open) {
-        l.degraded_evidence[name + "_in_window"] = es->sum;
+        l.Degraded().evidence[name + "_in_window"] = es->sum;
       }
       break;
     }
@@ -217,13 +218,12 @@ void LinkDetector::CheckClean(Link& l, absl::Time now, std::vector<Finding>& out
   l.degraded_open = false;
   Finding f = Make(l, IncidentKind::kLinkDegraded, now, false);
   f.severity = l.degraded_severity;
-  f.evidence = l.degraded_evidence;
+  if (l.degraded != nullptr) f.evidence = l.degraded->evidence;
   f.evidence["clean_s"] = absl::ToDoubleSeconds(now - l.last_breach);
   f.summary = absl::StrCat(l.id.Describe(), " on ", l.node, " has been clean for ",
                            absl::FormatDuration(options_.clean_window));
   out.push_back(std::move(f));
-  l.degraded_evidence.clear();
-  l.degraded_rule.clear();
+  l.degraded.reset();
 }
 
 }  // namespace ringside::analysis

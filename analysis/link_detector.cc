@@ -42,10 +42,12 @@ LinkDetector::Link& LinkDetector::FindOrAddLink(absl::string_view node, absl::st
   auto it = links_.find(key_);
   if (it != links_.end()) return *it->second;
   auto link = std::make_unique<Link>();
-  link->node = std::string(node);
+  link->key = key_;
+  link->node = absl::string_view(link->key).substr(0, node.size());
   link->id = ResolvePort(ports_, node, source, device, port);
   Link& ref = *link;
-  links_.emplace(key_, std::move(link));
+  const absl::string_view key = link->key;
+  links_.emplace(key, std::move(link));
   return ref;
 }
 
@@ -526,8 +528,8 @@ bool LinkDetector::Restore(const Finding& open) {
       l->degraded_open = true;
       l->degraded_severity = open.severity;
       l->last_breach = std::max<absl::Time>(l->last_breach, open.at);
-      l->degraded_evidence = open.evidence;
-      l->degraded_rule = "restored";
+      l->Degraded().evidence = open.evidence;
+      l->Degraded().rule = "restored";
       break;
   }
   return true;

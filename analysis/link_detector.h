@@ -36,6 +36,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
 #include "analysis/last_port.h"
@@ -166,7 +167,8 @@ class LinkDetector {
 
   LinkOptions options_;
   const PortDirectory* ports_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Link>> links_;  // node \0 PortId::Key()
+  // By node \0 PortId::Key(), viewing the record's own copy (Link::key): one string a link.
+  absl::flat_hash_map<absl::string_view, std::unique_ptr<Link>> links_;
   std::string key_;                                                // scratch
   LastPort<Link> last_;
   absl::flat_hash_set<Link*> attention_;  // see Advance

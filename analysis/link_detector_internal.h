@@ -224,6 +224,10 @@ struct LinkDetector::Down {
 // visits every link once per sampling interval, far more links than fit in the L2 cache. Times
 // are kept in 8 bytes (compact_time.h).
 struct LinkDetector::Link {
+  Link() = default;
+  Link(const Link&) = delete;  // `node` views the record's own `key`
+  Link& operator=(const Link&) = delete;
+
   // --- read or written by every sample ---
   CompactTime last_input = absl::InfinitePast();
   CompactTime state_time = absl::InfinitePast();
@@ -284,11 +288,21 @@ struct LinkDetector::Link {
   double rate_bits_per_s = 0;
   Severity degraded_severity = Severity::kWarning;
   CompactTime last_breach = absl::InfinitePast();
-  std::string degraded_rule;
-  std::map<std::string, double> degraded_evidence;
+  // The open link_degraded incident's rules and evidence: only while one is open (most links
+  // never have one; 80 bytes a link otherwise).
+  struct DegradedNote {
+    std::string rule;
+    std::map<std::string, double> evidence;
+  };
+  std::unique_ptr<DegradedNote> degraded;
+  DegradedNote& Degraded() {
+    if (degraded == nullptr) degraded = std::make_unique<DegradedNote>();
+    return *degraded;
+  }
 
   // --- names ---
-  std::string node;
+  std::string key;         // node \0 PortId::Key(): links_'s key views it (the record never moves)
+  absl::string_view node;  // the node's name: the start of `key`
   PortId id;
   RecordEntity entity;  // of `id`, or as restored
 };
