@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "analysis/collective_observation.h"
@@ -127,6 +128,8 @@ class FabricAnalysis {
   // Live views (analysis/fabric_views.h): every link seen, as of `now`; every judged rank of `job`
   // (empty: every job). Unordered.
   std::vector<LinkView> Links(absl::Time now) const;
+  // Every link seen, as of `now`, shown to `fn` without a copy (LinkDetector::VisitLinks).
+  void VisitLinks(absl::Time now, absl::FunctionRef<void(const LinkRef&)> fn) const;
   std::vector<RankView> Stragglers(absl::string_view job) const;
 
  private:

@@ -36,22 +36,39 @@ double MedianOf(std::vector<double> v) {
 
 }  // namespace
 
+LinkView LinkRef::ToView() const {
+  LinkView v;
+  v.node = std::string(node);
+  v.source = std::string(source);
+  v.device = std::string(device);
+  v.port = std::string(port);
+  v.state = state;
+  v.flaps_in_window = flaps_in_window;
+  v.last_change = last_change;
+  v.last_seen = last_seen;
+  return v;
+}
+
+void LinkDetector::VisitLinks(absl::Time now, absl::FunctionRef<void(const LinkRef&)> fn) const {
+  for (const auto& [key, link] : links_) {
+    const Link& l = *link;
+    LinkRef r;
+    r.node = l.node;
+    r.source = SourceOf(l.id.cls);
+    r.device = l.id.device;
+    r.port = l.id.port;
+    r.state = l.state;
+    r.flaps_in_window = static_cast<uint32_t>(CompletedInWindow(l, now));
+    r.last_change = l.last_transition;
+    r.last_seen = l.last_input;
+    fn(r);
+  }
+}
+
 std::vector<LinkView> LinkDetector::Views(absl::Time now) const {
   std::vector<LinkView> out;
   out.reserve(links_.size());
-  for (const auto& [key, link] : links_) {
-    const Link& l = *link;
-    LinkView v;
-    v.node = std::string(l.node);
-    v.source = std::string(SourceOf(l.id.cls));
-    v.device = l.id.device;
-    v.port = l.id.port;
-    v.state = l.state;
-    v.flaps_in_window = static_cast<uint32_t>(CompletedInWindow(l, now));
-    v.last_change = l.last_transition;
-    v.last_seen = l.last_input;
-    out.push_back(std::move(v));
-  }
+  VisitLinks(now, [&out](const LinkRef& r) { out.push_back(r.ToView()); });
   return out;
 }
 
@@ -136,6 +153,11 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
 }
 
 std::vector<LinkView> FabricAnalysis::Links(absl::Time now) const { return links_.Views(now); }
+
+void FabricAnalysis::VisitLinks(absl::Time now,
+                                absl::FunctionRef<void(const LinkRef&)> fn) const {
+  links_.VisitLinks(now, fn);
+}
 
 std::vector<RankView> FabricAnalysis::Stragglers(absl::string_view job) const {
   return stragglers_.Ranks(job);

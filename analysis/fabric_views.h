@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
 
@@ -22,6 +23,23 @@ struct LinkView {
   uint32_t flaps_in_window = 0;  // down→up cycles completed within LinkOptions::flap_window
   absl::Time last_change = absl::InfinitePast();  // last down or up transition; InfinitePast: none
   absl::Time last_seen = absl::InfinitePast();    // last input of any kind about the link
+};
+
+// A LinkView that copies nothing: what a visitor of every link (LinkDetector::VisitLinks) is
+// shown, its names viewing the detector's own records — valid only during the visit. For a caller
+// that reads every link but keeps few of them (the aggregator's /metrics, at hundreds of thousands
+// of links), under the analysis' lock.
+struct LinkRef {
+  absl::string_view node;
+  absl::string_view source;
+  absl::string_view device;
+  absl::string_view port;
+  LinkState state = LinkState::kUnknown;
+  uint32_t flaps_in_window = 0;
+  absl::Time last_change = absl::InfinitePast();
+  absl::Time last_seen = absl::InfinitePast();
+
+  LinkView ToView() const;  // the owned copy
 };
 
 // One rank of one communicator, as the straggler detector judges it over its window.

@@ -36,6 +36,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "analysis/fabric_inputs.h"
@@ -137,6 +138,9 @@ class LinkDetector {
   size_t links() const { return links_.size(); }
   // Every link seen so far, as of `now` (the flapping window ends at `now`). Unordered.
   std::vector<LinkView> Views(absl::Time now) const;
+  // Shows `fn` every link seen so far, as of `now`, without copying it (LinkRef's views are valid
+  // during the call only). Unordered.
+  void VisitLinks(absl::Time now, absl::FunctionRef<void(const LinkRef&)> fn) const;
 
  private:
   struct Link;

@@ -156,10 +156,7 @@ const std::vector<AnalysisMetricSpec>& AnalysisMetricCatalog() {
 }
 
 std::string LinkKeyOf(const analysis::LinkView& link) {
-  if (link.source == "nvlink")
-    return absl::StrCat("n\x1f", link.node, "\x1f", link.device, "\x1f", link.port);
-  if (link.source == "netdev") return absl::StrCat("e\x1f", link.node, "\x1f", link.device);
-  return absl::StrCat("r\x1f", link.node, "\x1f", link.device, "\x1f", link.port);
+  return LinkKeyOf(link.source, link.node, link.device, link.port);
 }
 
 std::string LinkKeyOf(const std::map<std::string, std::string>& entity) {
@@ -215,30 +212,30 @@ std::shared_ptr<const AnalysisMetrics::Views> AnalysisMetrics::CurrentViews() co
   }
   auto v = std::make_shared<Views>();
   v->taken = now;
+  v->topology = host_->topology_state();
   const absl::Time start = absl::Now();
   host_->WithAnalysis([&](const analysis::FabricAnalysis& a) {
     v->pending_findings = a.pending_findings();
     v->unsaved_incidents = a.incidents().unsaved();
+    LinkFlags link_flags;
     for (const analysis::Incident* i : a.incidents().Open()) {
-      OpenIncident o;
-      o.kind = static_cast<int>(i->kind);
-      o.severity = static_cast<int>(i->severity);
-      if (i->kind == analysis::IncidentKind::kLinkFlapping ||
-          i->kind == analysis::IncidentKind::kLinkDegraded ||
-          i->kind == analysis::IncidentKind::kLinkDown) {
-        o.link_key = LinkKeyOf(i->entity);
-      }
-      v->incidents.push_back(std::move(o));
+      v->incidents.push_back({static_cast<int>(i->kind), static_cast<int>(i->severity)});
+      const int bit = i->kind == analysis::IncidentKind::kLinkDegraded   ? 1
+                      : i->kind == analysis::IncidentKind::kLinkFlapping ? 2
+                      : i->kind == analysis::IncidentKind::kLinkDown     ? 4
+                                                                         : 0;
+      if (bit == 0) continue;
+      std::string key = LinkKeyOf(i->entity);
+      if (!key.empty()) link_flags[std::move(key)] |= bit;
     }
-    v->links = a.Links(now);
+    LinkSnapshot links = SnapshotLinks(a, now, options_.max_links, link_flags, v->topology);
+    v->links = std::move(links.worst);
+    v->links_total = links.total;
+    v->ports_without_peer = links.ports_without_peer;
     v->ranks = a.Stragglers("");
   });
   v->lock_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  v->topology = host_->topology_state();
-  for (const analysis::LinkView& l : v->links) {
-    if (l.source != "infiniband" && l.source != "netdev") continue;
-    if (!PeerOfLink(v->topology, l.node, l.source, l.device, l.port)) ++v->ports_without_peer;
-  }
+  std::sort(v->links.begin(), v->links.end(), WorseLink);
   absl::MutexLock lock(&views_mu_);
   views_ = v;
   return v;
@@ -254,16 +251,10 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
   if (host_ != nullptr) {
     const std::shared_ptr<const Views> v = CurrentViews();
     std::array<std::array<int, kSeverities>, kKinds> open{};
-    std::map<std::string, int> link_flags;  // link key → bit 1 degraded, 2 flapping, 4 down
     for (const OpenIncident& i : v->incidents) {
       if (i.kind >= 0 && i.kind < kKinds && i.severity >= 0 && i.severity < kSeverities) {
         ++open[i.kind][i.severity];
       }
-      if (i.link_key.empty()) continue;
-      const auto kind = static_cast<analysis::IncidentKind>(i.kind);
-      link_flags[i.link_key] |= kind == analysis::IncidentKind::kLinkDegraded   ? 1
-                                : kind == analysis::IncidentKind::kLinkFlapping ? 2
-                                                                                : 4;
     }
     for (int k = 0; k < kKinds; ++k) {
       for (int s = 0; s < kSeverities; ++s) {
@@ -287,40 +278,16 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
       }
     }
 
-    // Links: health code, worst first.
-    struct Link {
-      const analysis::LinkView* view;
-      int health;
-    };
-    std::vector<Link> links;
-    links.reserve(v->links.size());
-    for (const analysis::LinkView& l : v->links) {
-      int health = static_cast<int>(LinkHealth::kHealthy);
-      auto f = link_flags.find(LinkKeyOf(l));
-      const int flags = f == link_flags.end() ? 0 : f->second;
-      if (l.state == analysis::LinkState::kDown) {
-        health = static_cast<int>(LinkHealth::kDown);
-      } else if (flags & 2) {
-        health = static_cast<int>(LinkHealth::kFlapping);
-      } else if (flags & 1) {
-        health = static_cast<int>(LinkHealth::kDegraded);
-      }
-      links.push_back({&l, health});
-    }
-    const size_t links_dropped =
-        KeepWorst(links, options_.max_links, [](const Link& a, const Link& b) {
-          return std::make_tuple(a.health, a.view->flaps_in_window, a.view->last_change) >
-                 std::make_tuple(b.health, b.view->flaps_in_window, b.view->last_change);
-        });
-    for (const Link& l : links) {
-      std::vector<ClientMetric::Label> labels = {{"node", l.view->node},
-                                                 {"source", l.view->source},
-                                                 {"device", l.view->device},
-                                                 {"port", l.view->port}};
+    // Links: health code, worst first (chosen and ordered by CurrentViews).
+    for (const LinkHealthView& l : v->links) {
+      std::vector<ClientMetric::Label> labels = {{"node", l.view.node},
+                                                 {"source", l.view.source},
+                                                 {"device", l.view.device},
+                                                 {"port", l.view.port}};
       out.Add(kLinkHealth, labels, l.health);
-      out.Add(kLinkFlaps, std::move(labels), l.view->flaps_in_window);
+      out.Add(kLinkFlaps, std::move(labels), l.view.flaps_in_window);
     }
-    dropped(kLinkHealth, links_dropped);
+    dropped(kLinkHealth, v->links_total - v->links.size());
 
     // Ranks: one series per (job, rank, node), from its worst communicator.
     std::map<std::tuple<std::string, int64_t, std::string>, const analysis::RankView*> ranks;
@@ -351,7 +318,7 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
     out.Add("ringside_analysis_last_flush_duration_seconds", {}, fs.last_seconds);
     out.Add("ringside_analysis_pending_findings", {}, static_cast<double>(v->pending_findings));
     out.Add("ringside_analysis_unsaved_incidents", {}, static_cast<double>(v->unsaved_incidents));
-    out.Add("ringside_analysis_links", {}, static_cast<double>(v->links.size()));
+    out.Add("ringside_analysis_links", {}, static_cast<double>(v->links_total));
     out.Add("ringside_analysis_ranks", {}, static_cast<double>(ranks.size()));
     out.Add("ringside_metrics_snapshot_lock_seconds", {}, v->lock_seconds);
 
@@ -377,34 +344,11 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
   }
 
   // --- From ingest (with or without detectors) ---
-  std::vector<PortSignalValue> signals = ports_.Snapshot(options_.now());
-  std::array<std::vector<const PortSignalValue*>, 4> by_family;  // paused, ecn, cnp sent, handled
-  for (const PortSignalValue& s : signals) {
-    switch (s.signal) {
-      case PortSignal::kRxPausedRatio:
-      case PortSignal::kTxPausedRatio:
-        by_family[0].push_back(&s);
-        break;
-      case PortSignal::kEcnMarkedRate:
-        by_family[1].push_back(&s);
-        break;
-      case PortSignal::kCnpSentRate:
-        by_family[2].push_back(&s);
-        break;
-      case PortSignal::kCnpHandledRate:
-        by_family[3].push_back(&s);
-        break;
-    }
-  }
+  const PortRateTracker::Worst signals = ports_.WorstOf(options_.now(), options_.max_ports);
   constexpr absl::string_view kPortFamilies[4] = {kPaused, kEcn, kCnpSent, kCnpHandled};
-  for (size_t i = 0; i < by_family.size(); ++i) {
-    std::vector<const PortSignalValue*>& list = by_family[i];
-    const size_t n =
-        KeepWorst(list, options_.max_ports, [](const PortSignalValue* a, const PortSignalValue* b) {
-          return std::tie(a->value, a->node, a->device, a->port, a->priority) >
-                 std::tie(b->value, b->node, b->device, b->port, b->priority);
-        });
-    for (const PortSignalValue* s : list) {
+  for (size_t i = 0; i < signals.kept.size(); ++i) {
+    for (const PortSignalValue& v : signals.kept[i]) {
+      const PortSignalValue* s = &v;
       if (i == 0) {
         out.Add(kPortFamilies[i],
                 {{"node", s->node},
@@ -417,7 +361,7 @@ std::vector<MetricFamily> AnalysisMetrics::Collect() const {
                 s->value);
       }
     }
-    dropped(kPortFamilies[i], n);
+    dropped(kPortFamilies[i], signals.live[i] - signals.kept[i].size());
   }
 
   for (const CollectiveHistograms::Series& s : histograms_.Snapshot()) {

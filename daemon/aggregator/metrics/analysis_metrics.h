@@ -8,8 +8,9 @@
 //   ObserverFanout fan({host, &m});     // m sees every sample and collective batch
 //   aggregator options: observer = &fan, collectables = {m as a Collectable}
 //
-// Scrapes never hold the analysis lock long: the views (links, ranks, open incidents) are copied
-// under it at most once per `refresh_interval`, then sorted, bounded and rendered outside it. Each
+// Scrapes never hold the analysis lock long: the views (the worst links, ranks, open incidents)
+// are taken under it at most once per `refresh_interval` — of the links only those /metrics will
+// show are copied (link_snapshot.h) — then sorted, bounded and rendered outside it. Each
 // per-entity family is bounded by a --metrics-max-* flag: over the bound the worst entities are
 // kept (highest state code, score or ratio) and ringside_metrics_series_dropped{family} says how
 // many were left out.
@@ -29,6 +30,7 @@
 #include "daemon/aggregator/analysis_host.h"
 #include "daemon/aggregator/ingest/ingest_core.h"
 #include "daemon/aggregator/metrics/collective_histograms.h"
+#include "daemon/aggregator/metrics/link_snapshot.h"
 #include "daemon/aggregator/metrics/port_rate_tracker.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -79,7 +81,6 @@ class AnalysisMetrics final : public IngestObserver, public prometheus::Collecta
   struct OpenIncident {
     int kind = 0;
     int severity = 0;
-    std::string link_key;  // for link incidents: the link they are about
   };
   struct Views {
     absl::Time taken = absl::InfinitePast();
@@ -87,7 +88,9 @@ class AnalysisMetrics final : public IngestObserver, public prometheus::Collecta
     size_t pending_findings = 0;
     size_t unsaved_incidents = 0;  // changed in memory, not yet in the incident store
     std::vector<OpenIncident> incidents;
-    std::vector<analysis::LinkView> links;
+    // The worst --metrics-max-links links, worst first, of `links_total` (link_snapshot.h).
+    std::vector<LinkHealthView> links;
+    size_t links_total = 0;
     std::vector<analysis::RankView> ranks;
     TopologyState topology;
     size_t ports_without_peer = 0;  // InfiniBand ports and netdevs

@@ -1,6 +1,7 @@
 #include "daemon/aggregator/metrics/port_rate_tracker.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "analysis/fabric_inputs.h"
@@ -174,6 +175,78 @@ std::vector<PortSignalValue> PortRateTracker::Snapshot(absl::Time now) {
     v.value = e.value;
     v.time = absl::FromUnixNanos(e.time_ns);
     out.push_back(std::move(v));
+  }
+  return out;
+}
+
+int PortFamilyOf(PortSignal signal) {
+  switch (signal) {
+    case PortSignal::kRxPausedRatio:
+    case PortSignal::kTxPausedRatio:
+      return 0;
+    case PortSignal::kEcnMarkedRate:
+      return 1;
+    case PortSignal::kCnpSentRate:
+      return 2;
+    case PortSignal::kCnpHandledRate:
+      return 3;
+  }
+  return 0;
+}
+
+PortRateTracker::Worst PortRateTracker::WorstOf(absl::Time now, size_t max) {
+  Worst out;
+  absl::MutexLock lock(&mu_);
+  // Whether entry a ranks before entry b (names compared only between equal values).
+  auto worse = [this](uint32_t ia, uint32_t ib) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Entry& a = entries_[ia];
+    const Entry& b = entries_[ib];
+    if (a.value != b.value) return a.value > b.value;
+    const auto& pa = places_[a.place];
+    const auto& pb = places_[b.place];
+    return std::tie(node_names_[a.node], pa.first, pa.second, a.priority, a.signal) >
+           std::tie(node_names_[b.node], pb.first, pb.second, b.priority, b.signal);
+  };
+  // Per family, the `max` worst so far in a heap whose top is the best of them.
+  std::array<std::vector<uint32_t>, 4> heaps;
+  const int64_t stale_ns = absl::ToInt64Nanoseconds(stale_after_);
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  for (uint32_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (!e.live) continue;
+    if (now_ns - e.updated_ns > stale_ns) {
+      Forget(i);
+      continue;
+    }
+    const int f = PortFamilyOf(e.signal);
+    ++out.live[f];
+    if (max == 0) continue;
+    std::vector<uint32_t>& h = heaps[f];
+    if (h.size() < max) {
+      h.push_back(i);
+      std::push_heap(h.begin(), h.end(), worse);
+    } else if (worse(i, h.front())) {
+      std::pop_heap(h.begin(), h.end(), worse);
+      h.back() = i;
+      std::push_heap(h.begin(), h.end(), worse);
+    }
+  }
+  for (size_t f = 0; f < heaps.size(); ++f) {
+    std::vector<uint32_t>& h = heaps[f];
+    std::sort_heap(h.begin(), h.end(), worse);  // ascending under `worse`: worst first
+    out.kept[f].reserve(h.size());
+    for (uint32_t i : h) {
+      const Entry& e = entries_[i];
+      PortSignalValue v;
+      v.node = node_names_[e.node];
+      v.device = places_[e.place].first;
+      v.port = places_[e.place].second;
+      v.priority = e.priority;
+      v.signal = e.signal;
+      v.value = e.value;
+      v.time = absl::FromUnixNanos(e.time_ns);
+      out.kept[f].push_back(std::move(v));
+    }
   }
   return out;
 }

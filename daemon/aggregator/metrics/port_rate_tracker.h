@@ -13,6 +13,7 @@
 #ifndef RINGSIDE_DAEMON_AGGREGATOR_METRICS_PORT_RATE_TRACKER_H_
 #define RINGSIDE_DAEMON_AGGREGATOR_METRICS_PORT_RATE_TRACKER_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -50,6 +51,10 @@ struct PortSignalValue {
   absl::Time time;  // of the step (the agent's clock)
 };
 
+// The /metrics family a signal is shown in: 0 ringside_pfc_paused_ratio (both directions),
+// 1 ringside_roce_ecn_marked_packets_per_second, 2 ..._cnp_sent_..., 3 ..._cnp_handled_....
+int PortFamilyOf(PortSignal signal);
+
 class PortRateTracker {
  public:
   explicit PortRateTracker(absl::Duration stale_after = absl::Minutes(2))
@@ -61,6 +66,15 @@ class PortRateTracker {
                absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // The entries updated within `stale_after` of `now`, in no order. Forgets the others.
   std::vector<PortSignalValue> Snapshot(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // What /metrics shows of each family (PortFamilyOf): the `max` worst entries — highest value,
+  // then by node, device, port, priority and signal, descending — of the live ones, worst first, with how
+  // many each family has. Copies only those it keeps: at 12,500 nodes a copy of every entry held
+  // the lock that ingest's Observe waits on for a good part of a second. Forgets stale entries.
+  struct Worst {
+    std::array<std::vector<PortSignalValue>, 4> kept;
+    std::array<size_t, 4> live{};
+  };
+  Worst WorstOf(absl::Time now, size_t max) ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

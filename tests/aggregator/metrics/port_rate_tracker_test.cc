@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "absl/time/time.h"
 
@@ -140,6 +144,53 @@ TEST(PortRateTrackerTest, StepsThatGiveNoRateAreSkipped) {
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].priority, 5);
   EXPECT_DOUBLE_EQ(v[0].value, 0.5);
+}
+
+// WorstOf (what /metrics shows) keeps, per family, what sorting a full Snapshot would keep, in
+// the same order, and counts every live entry; many values tie at 0, so names decide the cut.
+TEST(PortRateTrackerTest, WorstOfKeepsWhatAFullSortKeeps) {
+  PortRateTracker t;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  for (int n = 0; n < 40; ++n) {
+    std::vector<ObservedSample> batch = {
+        Step("eth2", "rx_prio3_pause_duration", n % 3 == 0 ? 0 : 10'000u * (n % 7), 0, 10, 1000),
+        Step("eth2", "tx_prio3_pause_duration", n % 5 == 0 ? 1000 : 0, 1, 11, 1000),
+        Step("mlx5_0", "np_ecn_marked_roce_packets", static_cast<uint64_t>(n % 4), 2, 12, 1000,
+             "infiniband_hw", "1"),
+        Step("mlx5_0", "np_cnp_sent", static_cast<uint64_t>(40 - n), 3, 13, 1000, "infiniband_hw",
+             "1"),
+    };
+    t.Observe(absl::StrCat("n", n), batch, now);
+  }
+  const std::vector<PortSignalValue> all = t.Snapshot(now);
+  auto worse = [](const PortSignalValue& a, const PortSignalValue& b) {
+    return std::tie(a.value, a.node, a.device, a.port, a.priority, a.signal) >
+           std::tie(b.value, b.node, b.device, b.port, b.priority, b.signal);
+  };
+  for (size_t max : {size_t{0}, size_t{1}, size_t{7}, size_t{39}, size_t{80}, size_t{100}}) {
+    SCOPED_TRACE(max);
+    const PortRateTracker::Worst w = t.WorstOf(now, max);
+    for (int f = 0; f < 4; ++f) {
+      std::vector<PortSignalValue> family;
+      for (const PortSignalValue& v : all) {
+        if (PortFamilyOf(v.signal) == f) family.push_back(v);
+      }
+      EXPECT_EQ(w.live[f], family.size()) << f;
+      std::sort(family.begin(), family.end(), worse);
+      family.resize(std::min(max, family.size()));
+      ASSERT_EQ(w.kept[f].size(), family.size()) << f;
+      for (size_t i = 0; i < family.size(); ++i) {
+        EXPECT_EQ(w.kept[f][i].node, family[i].node) << f << " " << i;
+        EXPECT_EQ(w.kept[f][i].signal, family[i].signal) << f << " " << i;
+        EXPECT_DOUBLE_EQ(w.kept[f][i].value, family[i].value) << f << " " << i;
+      }
+    }
+  }
+  EXPECT_EQ(t.WorstOf(now, 10).live[0], 80u);  // rx and tx of 40 nodes
+  // Stale entries are forgotten by WorstOf as by Snapshot.
+  const PortRateTracker::Worst later = t.WorstOf(now + absl::Hours(1), 10);
+  for (int f = 0; f < 4; ++f) EXPECT_EQ(later.live[f], 0u);
+  EXPECT_EQ(t.size(), 0u);
 }
 
 }  // namespace
