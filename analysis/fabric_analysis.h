@@ -130,6 +130,8 @@ class FabricAnalysis {
   std::vector<LinkView> Links(absl::Time now) const;
   // Every link seen, as of `now`, shown to `fn` without a copy (LinkDetector::VisitLinks).
   void VisitLinks(absl::Time now, absl::FunctionRef<void(const LinkRef&)> fn) const;
+  // The view of a link VisitLinks showed, while the analysis is unchanged since (LinkRef::record).
+  LinkView LinkViewOf(const void* record, absl::Time now) const;
   std::vector<RankView> Stragglers(absl::string_view job) const;
 
  private:

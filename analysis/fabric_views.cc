@@ -49,20 +49,26 @@ LinkView LinkRef::ToView() const {
   return v;
 }
 
+LinkRef LinkDetector::RefOf(const Link& l, absl::Time now) const {
+  LinkRef r;
+  r.node = l.node;
+  r.source = SourceOf(l.id.cls);
+  r.device = l.id.device;
+  r.port = l.id.port;
+  r.state = l.state;
+  r.flaps_in_window = static_cast<uint32_t>(CompletedInWindow(l, now));
+  r.last_change = l.last_transition;
+  r.last_seen = l.last_input;
+  r.record = &l;
+  return r;
+}
+
 void LinkDetector::VisitLinks(absl::Time now, absl::FunctionRef<void(const LinkRef&)> fn) const {
-  for (const auto& [key, link] : links_) {
-    const Link& l = *link;
-    LinkRef r;
-    r.node = l.node;
-    r.source = SourceOf(l.id.cls);
-    r.device = l.id.device;
-    r.port = l.id.port;
-    r.state = l.state;
-    r.flaps_in_window = static_cast<uint32_t>(CompletedInWindow(l, now));
-    r.last_change = l.last_transition;
-    r.last_seen = l.last_input;
-    fn(r);
-  }
+  for (const auto& [key, link] : links_) fn(RefOf(*link, now));
+}
+
+LinkView LinkDetector::ViewOf(const void* record, absl::Time now) const {
+  return RefOf(*static_cast<const Link*>(record), now).ToView();
 }
 
 std::vector<LinkView> LinkDetector::Views(absl::Time now) const {
@@ -154,9 +160,12 @@ std::vector<RankView> StragglerDetector::Ranks(absl::string_view job) const {
 
 std::vector<LinkView> FabricAnalysis::Links(absl::Time now) const { return links_.Views(now); }
 
-void FabricAnalysis::VisitLinks(absl::Time now,
-                                absl::FunctionRef<void(const LinkRef&)> fn) const {
+void FabricAnalysis::VisitLinks(absl::Time now, absl::FunctionRef<void(const LinkRef&)> fn) const {
   links_.VisitLinks(now, fn);
+}
+
+LinkView FabricAnalysis::LinkViewOf(const void* record, absl::Time now) const {
+  return links_.ViewOf(record, now);
 }
 
 std::vector<RankView> FabricAnalysis::Stragglers(absl::string_view job) const {

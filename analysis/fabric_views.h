@@ -38,6 +38,9 @@ struct LinkRef {
   uint32_t flaps_in_window = 0;
   absl::Time last_change = absl::InfinitePast();
   absl::Time last_seen = absl::InfinitePast();
+  // The detector's record of the link, for LinkDetector::ViewOf: valid while the caller holds
+  // what serializes the detector (the aggregator's analysis lock) and no input has reached it.
+  const void* record = nullptr;
 
   LinkView ToView() const;  // the owned copy
 };

@@ -141,6 +141,8 @@ class LinkDetector {
   // Shows `fn` every link seen so far, as of `now`, without copying it (LinkRef's views are valid
   // during the call only). Unordered.
   void VisitLinks(absl::Time now, absl::FunctionRef<void(const LinkRef&)> fn) const;
+  // The view of a link VisitLinks showed (LinkRef::record), while the detector is unchanged since.
+  LinkView ViewOf(const void* record, absl::Time now) const;
 
  private:
   struct Link;
@@ -163,6 +165,7 @@ class LinkDetector {
   void CheckClean(Link& l, absl::Time now, std::vector<Finding>& out);
   Finding Make(const Link& l, IncidentKind kind, absl::Time at, bool active) const;
   int CompletedInWindow(const Link& l, absl::Time now) const;
+  LinkRef RefOf(const Link& l, absl::Time now) const;  // fabric_views.cc
   // `l` has a pending down or an open flapping/degraded incident: Advance must visit it.
   void Attend(Link& l) { attention_.insert(&l); }
   static bool NeedsAttention(const Link& l);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
-#include <queue>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -13,12 +12,12 @@
 namespace ringside::daemon {
 namespace {
 
-// What ranks a link, and where the first pass met it.
+// What ranks a link, and its record (LinkRef::record).
 struct Rank {
   int health = 0;
   uint32_t flaps = 0;
   absl::Time last_change;
-  size_t index = 0;
+  const void* record = nullptr;
 };
 
 bool Worse(int ha, uint32_t fa, absl::Time ca, int hb, uint32_t fb, absl::Time cb) {
@@ -100,46 +99,32 @@ LinkSnapshot SnapshotLinks(const analysis::FabricAnalysis& analysis, absl::Time 
     return static_cast<int>(LinkHealth::kHealthy);
   };
 
-  // First pass: rank every link, keeping the `max` worst in a heap whose top is the best of them
-  // (a link tied with it does not displace it: the first visited stay).
+  // One pass: rank every link, keeping the `max` worst in a heap whose top is the best of them
+  // (a link tied with it does not displace it: the first visited stay); then copy those alone,
+  // by their records, still under the caller's lock.
   PeerCheck peers(topology);
-  auto better_first = [](const Rank& a, const Rank& b) { return Worse(a, b); };
-  std::priority_queue<Rank, std::vector<Rank>, decltype(better_first)> kept(better_first);
-  size_t index = 0;
+  // A heap under `worse_first`: its front is the least bad of the kept.
+  auto worse_first = [](const Rank& a, const Rank& b) { return Worse(a, b); };
+  std::vector<Rank> kept;
+  kept.reserve(std::min<size_t>(max, 1 << 16));
   analysis.VisitLinks(now, [&](const analysis::LinkRef& l) {
+    ++out.total;
     if ((l.source == "infiniband" || l.source == "netdev") && !peers.HasPeer(l)) {
       ++out.ports_without_peer;
     }
-    const Rank r{health_of(l), l.flaps_in_window, l.last_change, index++};
     if (max == 0) return;
+    const Rank r{health_of(l), l.flaps_in_window, l.last_change, l.record};
     if (kept.size() < max) {
-      kept.push(r);
-    } else if (Worse(r, kept.top())) {
-      kept.pop();
-      kept.push(r);
+      kept.push_back(r);
+      std::push_heap(kept.begin(), kept.end(), worse_first);
+    } else if (Worse(r, kept.front())) {
+      std::pop_heap(kept.begin(), kept.end(), worse_first);
+      kept.back() = r;
+      std::push_heap(kept.begin(), kept.end(), worse_first);
     }
   });
-  out.total = index;
-
-  // Second pass (the same map, unchanged under the same lock: the same order): copy the kept.
-  std::vector<Rank> chosen;
-  chosen.reserve(kept.size());
-  while (!kept.empty()) {
-    chosen.push_back(kept.top());
-    kept.pop();
-  }
-  std::sort(chosen.begin(), chosen.end(),
-            [](const Rank& a, const Rank& b) { return a.index < b.index; });
-  out.worst.reserve(chosen.size());
-  size_t at = 0;
-  index = 0;
-  analysis.VisitLinks(now, [&](const analysis::LinkRef& l) {
-    if (at < chosen.size() && chosen[at].index == index) {
-      out.worst.push_back({l.ToView(), chosen[at].health});
-      ++at;
-    }
-    ++index;
-  });
+  out.worst.reserve(kept.size());
+  for (const Rank& r : kept) out.worst.push_back({analysis.LinkViewOf(r.record, now), r.health});
   return out;
 }
 

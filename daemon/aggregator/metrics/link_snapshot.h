@@ -2,7 +2,8 @@
 // the analysis lock is held without copying every link: at 12,500 nodes the link detector knows
 // 625,000 links, and copying each as a LinkView (four strings) held the lock about a second a
 // scrape (docs/benchmarks.md, "Eighth pass"). One pass over the detector's records, by view,
-// ranks each link and counts what the gauges need; a second copies only the `max` worst.
+// ranks each link, counts what the gauges need and keeps the `max` worst in a heap; only those are
+// then copied.
 //
 //   LinkFlags flags = ...;                      // from the open incidents, by LinkKeyOf
 //   LinkSnapshot s = SnapshotLinks(analysis, now, max_links, flags, topology);  // under the lock

@@ -67,9 +67,9 @@ class PortRateTracker {
   // The entries updated within `stale_after` of `now`, in no order. Forgets the others.
   std::vector<PortSignalValue> Snapshot(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // What /metrics shows of each family (PortFamilyOf): the `max` worst entries — highest value,
-  // then by node, device, port, priority and signal, descending — of the live ones, worst first, with how
-  // many each family has. Copies only those it keeps: at 12,500 nodes a copy of every entry held
-  // the lock that ingest's Observe waits on for a good part of a second. Forgets stale entries.
+  // then by node, device, port, priority and signal, descending — of the live ones, worst first,
+  // with how many each family has. Copies only those it keeps (Snapshot copies every entry, all
+  // the while holding the lock ingest's Observe waits on). Forgets stale entries.
   struct Worst {
     std::array<std::vector<PortSignalValue>, 4> kept;
     std::array<size_t, 4> live{};
