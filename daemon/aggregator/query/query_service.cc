@@ -46,7 +46,7 @@ grpc::Status QueryService::Denied(const grpc::ServerContextBase& context) const 
   return options_.roles ? options_.roles->CheckReader(context) : grpc::Status::OK;
 }
 
-bool IncidentIsAboutLink(const analysis::Incident& inc, const analysis::LinkView& link) {
+bool IncidentIsAboutLink(const analysis::Incident& inc, const analysis::LinkRef& link) {
   if (!analysis::IsFabricKind(inc.kind)) return false;
   if (Label(inc.entity, "node") != link.node) return false;
   if (link.source == "infiniband") {
@@ -60,6 +60,15 @@ bool IncidentIsAboutLink(const analysis::Incident& inc, const analysis::LinkView
     return Label(inc.entity, "gpu") == link.device && Label(inc.entity, "link") == link.port;
   }
   return false;
+}
+
+bool IncidentIsAboutLink(const analysis::Incident& inc, const analysis::LinkView& link) {
+  analysis::LinkRef r;
+  r.node = link.node;
+  r.source = link.source;
+  r.device = link.device;
+  r.port = link.port;
+  return IncidentIsAboutLink(inc, r);
 }
 
 QueryService::QueryService(AnalysisHost* host, const IngestCore* core, QueryServiceOptions options)
@@ -101,10 +110,12 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
   std::vector<analysis::LinkView> views;
   if (host_ != nullptr) {
     const absl::Time now = options_.now();
-    host_->WithAnalysis([&](const analysis::FabricAnalysis& a) { views = a.Links(now); });
+    host_->WithAnalysis([&](const analysis::FabricAnalysis& a) {
+      a.VisitLinks(now, [&](const analysis::LinkRef& l) {
+        if (node.empty() || l.node == node) views.push_back(l.ToView());
+      });
+    });
   }
-  std::erase_if(views,
-                [&](const analysis::LinkView& v) { return !node.empty() && v.node != node; });
   std::sort(views.begin(), views.end(),
             [](const analysis::LinkView& a, const analysis::LinkView& b) {
               return std::tie(a.node, a.source, a.device, a.port) <
@@ -131,6 +142,37 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
     s.set_healthy(v.state == analysis::LinkState::kUp && s.open_incident_ids_size() == 0);
     out.push_back(std::move(s));
   }
+  return out;
+}
+
+QueryService::LinkCounts QueryService::CountLinks() const {
+  LinkCounts out;
+  if (host_ == nullptr) return out;
+  // The open fabric incidents by node: a link that is up is unhealthy when one is about it.
+  std::map<std::string, std::vector<analysis::Incident>, std::less<>> by_node;
+  for (analysis::Incident& inc : OpenIncidents(host_)) {
+    if (!analysis::IsFabricKind(inc.kind)) continue;
+    std::string node = Label(inc.entity, "node");
+    by_node[std::move(node)].push_back(std::move(inc));
+  }
+  const absl::Time now = options_.now();
+  host_->WithAnalysis([&](const analysis::FabricAnalysis& a) {
+    a.VisitLinks(now, [&](const analysis::LinkRef& l) {
+      ++out.links;
+      if (l.state != analysis::LinkState::kUp) {
+        ++out.unhealthy;
+        return;
+      }
+      auto it = by_node.find(l.node);
+      if (it == by_node.end()) return;
+      for (const analysis::Incident& inc : it->second) {
+        if (IncidentIsAboutLink(inc, l)) {
+          ++out.unhealthy;
+          return;
+        }
+      }
+    });
+  });
   return out;
 }
 
@@ -261,13 +303,9 @@ grpc::Status QueryService::HandleGetStatus(const grpc::ServerContext& context,
   }
   response->set_nodes(nodes);
   response->set_stale_nodes(stale);
-  uint32_t links = 0, unhealthy = 0;
-  for (const v1::LinkStatus& s : Links("")) {
-    ++links;
-    if (!s.healthy()) ++unhealthy;
-  }
-  response->set_links(links);
-  response->set_unhealthy_links(unhealthy);
+  const LinkCounts links = CountLinks();
+  response->set_links(links.links);
+  response->set_unhealthy_links(links.unhealthy);
   std::vector<analysis::Incident> open = OpenIncidents(host_);
   std::sort(open.begin(), open.end(), MoreSevere);
   std::set<std::string> jobs;

@@ -86,6 +86,14 @@ class QueryService final : public v1::Query::AsyncService, public AsyncGrpcServi
   // Every link with its open incidents (`node` empty: every node), in node, source, device, port
   // order.
   std::vector<v1::LinkStatus> Links(const std::string& node) const;
+  // How many links there are, and how many are not up or have an open incident (what Links("")
+  // would say of `healthy`), counted without copying them: at 625,000 links a copy of each held
+  // the analysis lock most of a second for `ringside status`.
+  struct LinkCounts {
+    uint32_t links = 0;
+    uint32_t unhealthy = 0;
+  };
+  LinkCounts CountLinks() const;
   // The reader-role check of every call (OK without roles).
   grpc::Status Denied(const grpc::ServerContextBase& context) const;
 
@@ -99,6 +107,7 @@ class QueryService final : public v1::Query::AsyncService, public AsyncGrpcServi
 // Whether a fabric incident (link_*, pause_storm, congestion) is about this link: same node and
 // the same port labels (device/port, netdev, or gpu/link).
 bool IncidentIsAboutLink(const analysis::Incident& inc, const analysis::LinkView& link);
+bool IncidentIsAboutLink(const analysis::Incident& inc, const analysis::LinkRef& link);
 
 }  // namespace ringside::daemon
 

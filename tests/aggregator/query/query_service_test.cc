@@ -455,6 +455,24 @@ TEST_F(QueryServiceTest, GetStatus) {
   EXPECT_EQ(st.jobs(0), "train");
   EXPECT_EQ(st.aggregator_version(), "9.9-test");
   EXPECT_NEAR(static_cast<double>(st.now_unix_nanos()), absl::ToUnixNanos(absl::Now()), 60e9);
+
+  // Port 1 goes down: both links are unhealthy now, one by its incident, one by its state — the
+  // count (taken without copying the links) agrees with ListLinks link by link.
+  Sample(7, 4, 1);
+  WaitList({}, [](const v1::ListIncidentsResponse& r) { return Count(r, "link_down", true) == 1; });
+  grpc::ClientContext ctx2;
+  Deadline(ctx2);
+  st.Clear();
+  ASSERT_TRUE(stub_->GetStatus(&ctx2, {}, &st).ok());
+  EXPECT_EQ(st.links(), 2u);
+  EXPECT_EQ(st.unhealthy_links(), 2u);
+  grpc::ClientContext ctx3;
+  Deadline(ctx3);
+  v1::ListLinksResponse links;
+  ASSERT_TRUE(stub_->ListLinks(&ctx3, {}, &links).ok());
+  ASSERT_EQ(links.links_size(), 2);
+  EXPECT_FALSE(links.links(0).healthy());
+  EXPECT_FALSE(links.links(1).healthy());
 }
 
 TEST_F(QueryServiceTest, WatchSendsTheSnapshotThenLiveChanges) {
