@@ -153,6 +153,18 @@ void PortRateTracker::Observe(absl::string_view node,
   }
 }
 
+PortSignalValue PortRateTracker::ValueOf(const Entry& e) const {
+  PortSignalValue v;
+  v.node = node_names_[e.node];
+  v.device = places_[e.place].first;
+  v.port = places_[e.place].second;
+  v.priority = e.priority;
+  v.signal = e.signal;
+  v.value = e.value;
+  v.time = absl::FromUnixNanos(e.time_ns);
+  return v;
+}
+
 std::vector<PortSignalValue> PortRateTracker::Snapshot(absl::Time now) {
   std::vector<PortSignalValue> out;
   absl::MutexLock lock(&mu_);
@@ -166,15 +178,7 @@ std::vector<PortSignalValue> PortRateTracker::Snapshot(absl::Time now) {
       Forget(i);
       continue;
     }
-    PortSignalValue v;
-    v.node = node_names_[e.node];
-    v.device = places_[e.place].first;
-    v.port = places_[e.place].second;
-    v.priority = e.priority;
-    v.signal = e.signal;
-    v.value = e.value;
-    v.time = absl::FromUnixNanos(e.time_ns);
-    out.push_back(std::move(v));
+    out.push_back(ValueOf(e));
   }
   return out;
 }
@@ -236,16 +240,7 @@ PortRateTracker::Worst PortRateTracker::WorstOf(absl::Time now, size_t max) {
     std::sort_heap(h.begin(), h.end(), worse);  // ascending under `worse`: worst first
     out.kept[f].reserve(h.size());
     for (uint32_t i : h) {
-      const Entry& e = entries_[i];
-      PortSignalValue v;
-      v.node = node_names_[e.node];
-      v.device = places_[e.place].first;
-      v.port = places_[e.place].second;
-      v.priority = e.priority;
-      v.signal = e.signal;
-      v.value = e.value;
-      v.time = absl::FromUnixNanos(e.time_ns);
-      out.kept[f].push_back(std::move(v));
+      out.kept[f].push_back(ValueOf(entries_[i]));
     }
   }
   return out;

@@ -132,6 +132,7 @@ class PortRateTracker {
   uint32_t EntryOf(NodeLinks* node_links, uint32_t node, const analysis::ObservedSample& s,
                    const Tracked& tr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(uint32_t entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PortSignalValue ValueOf(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration stale_after_;
   mutable absl::Mutex mu_;
