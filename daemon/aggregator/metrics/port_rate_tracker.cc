@@ -153,6 +153,21 @@ void PortRateTracker::Observe(absl::string_view node,
   }
 }
 
+template <typename Fn>
+void PortRateTracker::ForEachLive(absl::Time now, Fn fn) {
+  const int64_t stale_ns = absl::ToInt64Nanoseconds(stale_after_);
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  for (uint32_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (!e.live) continue;
+    if (now_ns - e.updated_ns > stale_ns) {
+      Forget(i);
+      continue;
+    }
+    fn(i, e);
+  }
+}
+
 PortSignalValue PortRateTracker::ValueOf(const Entry& e) const {
   PortSignalValue v;
   v.node = node_names_[e.node];
@@ -169,17 +184,7 @@ std::vector<PortSignalValue> PortRateTracker::Snapshot(absl::Time now) {
   std::vector<PortSignalValue> out;
   absl::MutexLock lock(&mu_);
   out.reserve(live_);
-  const int64_t stale_ns = absl::ToInt64Nanoseconds(stale_after_);
-  const int64_t now_ns = absl::ToUnixNanos(now);
-  for (uint32_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
-    if (!e.live) continue;
-    if (now_ns - e.updated_ns > stale_ns) {
-      Forget(i);
-      continue;
-    }
-    out.push_back(ValueOf(e));
-  }
+  ForEachLive(now, [&](uint32_t, const Entry& e) { out.push_back(ValueOf(e)); });
   return out;
 }
 
@@ -213,18 +218,10 @@ PortRateTracker::Worst PortRateTracker::WorstOf(absl::Time now, size_t max) {
   };
   // Per family, the `max` worst so far in a heap whose top is the best of them.
   std::array<std::vector<uint32_t>, 4> heaps;
-  const int64_t stale_ns = absl::ToInt64Nanoseconds(stale_after_);
-  const int64_t now_ns = absl::ToUnixNanos(now);
-  for (uint32_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
-    if (!e.live) continue;
-    if (now_ns - e.updated_ns > stale_ns) {
-      Forget(i);
-      continue;
-    }
+  ForEachLive(now, [&](uint32_t i, const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int f = PortFamilyOf(e.signal);
     ++out.live[f];
-    if (max == 0) continue;
+    if (max == 0) return;
     std::vector<uint32_t>& h = heaps[f];
     if (h.size() < max) {
       h.push_back(i);
@@ -234,14 +231,12 @@ PortRateTracker::Worst PortRateTracker::WorstOf(absl::Time now, size_t max) {
       h.back() = i;
       std::push_heap(h.begin(), h.end(), worse);
     }
-  }
+  });
   for (size_t f = 0; f < heaps.size(); ++f) {
     std::vector<uint32_t>& h = heaps[f];
     std::sort_heap(h.begin(), h.end(), worse);  // ascending under `worse`: worst first
     out.kept[f].reserve(h.size());
-    for (uint32_t i : h) {
-      out.kept[f].push_back(ValueOf(entries_[i]));
-    }
+    for (uint32_t i : h) out.kept[f].push_back(ValueOf(entries_[i]));
   }
   return out;
 }

@@ -133,6 +133,10 @@ class PortRateTracker {
                    const Tracked& tr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(uint32_t entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PortSignalValue ValueOf(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls fn(index, entry) for each live entry updated within stale_after_ of `now`; forgets the
+  // stale ones.
+  template <typename Fn>
+  void ForEachLive(absl::Time now, Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration stale_after_;
   mutable absl::Mutex mu_;
