@@ -106,13 +106,39 @@ grpc::Status QueryService::HandleGetIncident(const grpc::ServerContext& context,
   return grpc::Status::OK;
 }
 
-std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
+namespace {
+
+// The open fabric incidents (the only kinds IncidentIsAboutLink matches) by node, each node's in
+// id order.
+using IncidentsByNode = std::map<std::string, std::vector<analysis::Incident>, std::less<>>;
+IncidentsByNode OpenFabricIncidentsByNode(const AnalysisHost* host) {
+  IncidentsByNode out;
+  for (analysis::Incident& inc : OpenIncidents(host)) {
+    if (!analysis::IsFabricKind(inc.kind)) continue;
+    std::string node = Label(inc.entity, "node");
+    out[std::move(node)].push_back(std::move(inc));
+  }
+  for (auto& [node, list] : out) {
+    std::sort(list.begin(), list.end(),
+              [](const analysis::Incident& a, const analysis::Incident& b) { return a.id < b.id; });
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<v1::LinkStatus> QueryService::Links(const std::string& node,
+                                                bool unhealthy_only) const {
+  const IncidentsByNode open = OpenFabricIncidentsByNode(host_);
   std::vector<analysis::LinkView> views;
   if (host_ != nullptr) {
     const absl::Time now = options_.now();
     host_->WithAnalysis([&](const analysis::FabricAnalysis& a) {
       a.VisitLinks(now, [&](const analysis::LinkRef& l) {
-        if (node.empty() || l.node == node) views.push_back(l.ToView());
+        if (!node.empty() && l.node != node) return;
+        // Up, and no open incident on its node: healthy, whatever else it is.
+        if (unhealthy_only && l.state == analysis::LinkState::kUp && !open.contains(l.node)) return;
+        views.push_back(l.ToView());
       });
     });
   }
@@ -121,9 +147,6 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
               return std::tie(a.node, a.source, a.device, a.port) <
                      std::tie(b.node, b.source, b.device, b.port);
             });
-  std::vector<analysis::Incident> open = OpenIncidents(host_);
-  std::sort(open.begin(), open.end(),
-            [](const analysis::Incident& a, const analysis::Incident& b) { return a.id < b.id; });
   const TopologyState topology = host_ != nullptr ? host_->topology_state() : TopologyState{};
   std::vector<v1::LinkStatus> out;
   out.reserve(views.size());
@@ -134,10 +157,12 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
       s.set_peer_switch(peer->name.empty() ? peer->id : peer->name);
       s.set_peer_switch_port(peer->port != 0 ? absl::StrCat(peer->port) : peer->port_name);
     }
-    for (const analysis::Incident& inc : open) {
-      if (!IncidentIsAboutLink(inc, v)) continue;
-      s.add_open_incident_ids(inc.id);
-      s.add_open_incident_kinds(std::string(analysis::IncidentKindName(inc.kind)));
+    if (auto it = open.find(v.node); it != open.end()) {
+      for (const analysis::Incident& inc : it->second) {
+        if (!IncidentIsAboutLink(inc, v)) continue;
+        s.add_open_incident_ids(inc.id);
+        s.add_open_incident_kinds(std::string(analysis::IncidentKindName(inc.kind)));
+      }
     }
     s.set_healthy(v.state == analysis::LinkState::kUp && s.open_incident_ids_size() == 0);
     out.push_back(std::move(s));
@@ -148,13 +173,7 @@ std::vector<v1::LinkStatus> QueryService::Links(const std::string& node) const {
 QueryService::LinkCounts QueryService::CountLinks() const {
   LinkCounts out;
   if (host_ == nullptr) return out;
-  // The open fabric incidents by node: a link that is up is unhealthy when one is about it.
-  std::map<std::string, std::vector<analysis::Incident>, std::less<>> by_node;
-  for (analysis::Incident& inc : OpenIncidents(host_)) {
-    if (!analysis::IsFabricKind(inc.kind)) continue;
-    std::string node = Label(inc.entity, "node");
-    by_node[std::move(node)].push_back(std::move(inc));
-  }
+  const IncidentsByNode by_node = OpenFabricIncidentsByNode(host_);
   const absl::Time now = options_.now();
   host_->WithAnalysis([&](const analysis::FabricAnalysis& a) {
     a.VisitLinks(now, [&](const analysis::LinkRef& l) {
@@ -180,7 +199,9 @@ grpc::Status QueryService::HandleListLinks(const grpc::ServerContext& context,
                                            const v1::ListLinksRequest& request,
                                            v1::ListLinksResponse* response) {
   if (grpc::Status denied = Denied(context); !denied.ok()) return denied;
-  for (v1::LinkStatus& s : Links(request.node())) {
+  // A flapping link has its link_flapping incident open: unhealthy too.
+  const bool unhealthy_only = request.unhealthy_only() || request.flapping_only();
+  for (v1::LinkStatus& s : Links(request.node(), unhealthy_only)) {
     if (request.unhealthy_only() && s.healthy()) continue;
     if (request.flapping_only() &&
         std::find(s.open_incident_kinds().begin(), s.open_incident_kinds().end(),

@@ -84,8 +84,9 @@ class QueryService final : public v1::Query::AsyncService, public AsyncGrpcServi
                 HandleMethod<Req, Resp> handle);
 
   // Every link with its open incidents (`node` empty: every node), in node, source, device, port
-  // order.
-  std::vector<v1::LinkStatus> Links(const std::string& node) const;
+  // order. `unhealthy_only`: leaves out, without copying them, links that are up on nodes with no
+  // open fabric incident (all healthy); the others come with `healthy` set as always.
+  std::vector<v1::LinkStatus> Links(const std::string& node, bool unhealthy_only = false) const;
   // How many links there are, and how many are not up or have an open incident (what Links("")
   // would say of `healthy`), counted without copying them: at 625,000 links a copy of each held
   // the analysis lock most of a second for `ringside status`.

@@ -356,6 +356,45 @@ TEST_F(QueryServiceTest, ListLinksMarksTheFlappingPort) {
   EXPECT_EQ(links(req).links_size(), 0);
 }
 
+// --unhealthy leaves out, before copying them, the links of nodes that are all up with no open
+// incident; it still lists a link that is down and one with an open incident.
+TEST_F(QueryServiceTest, ListLinksUnhealthyOnlyAcrossNodes) {
+  Scenario();  // node-1: mlx5_0 flapping (an open incident), mlx5_1 up
+  testing::RawAgent node2(agg_->grpc_port(), absl::Seconds(60));
+  ASSERT_TRUE(node2.Send(testing::HelloMsg("node-2", 8)));
+  ASSERT_TRUE(node2.Send(
+      testing::DefsMsg({StateDef(kPort0State, "mlx5_0"), StateDef(kPort1State, "mlx5_1")})));
+  auto send = [&](uint64_t seq, int i, uint64_t port0, uint64_t port1) {
+    ASSERT_TRUE(node2.Send(testing::SamplesMsg(seq, absl::ToUnixNanos(t0_ + absl::Seconds(i)),
+                                               {{kPort0State, port0}, {kPort1State, port1}})));
+    ASSERT_TRUE(node2.WaitAck(seq));
+  };
+  const auto links = [&](bool unhealthy_only) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::ListLinksRequest req;
+    req.set_unhealthy_only(unhealthy_only);
+    v1::ListLinksResponse resp;
+    EXPECT_TRUE(stub_->ListLinks(&ctx, req, &resp).ok());
+    return resp;
+  };
+  send(1, 0, 4, 4);  // node-2: both up
+  ASSERT_EQ(links(false).links_size(), 4);
+  v1::ListLinksResponse bad = links(true);
+  ASSERT_EQ(bad.links_size(), 1) << bad.DebugString();
+  EXPECT_EQ(bad.links(0).node(), "node-1");
+  EXPECT_EQ(bad.links(0).device(), "mlx5_0");
+
+  send(2, 1, 1, 4);  // node-2's mlx5_0 goes down
+  bad = links(true);
+  ASSERT_EQ(bad.links_size(), 2) << bad.DebugString();
+  EXPECT_EQ(bad.links(1).node(), "node-2");
+  EXPECT_EQ(bad.links(1).device(), "mlx5_0");
+  EXPECT_EQ(bad.links(1).state(), "down");
+  EXPECT_FALSE(bad.links(1).healthy());
+  EXPECT_EQ(links(false).links_size(), 4);
+}
+
 TEST_F(QueryServiceTest, GetNode) {
   Scenario();
   {
