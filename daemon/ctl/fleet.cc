@@ -114,9 +114,13 @@ absl::Status SortOutFailures(const std::vector<absl::Status>& statuses, size_t a
                              bool not_found_is_no_answer, std::ostream& err) {
   std::vector<std::string> messages;
   absl::Status first;
+  // With NOT_FOUND as no answer, an aggregator that could not be asked may be the one that knows:
+  // its error, not "not found", is what the caller reports (the node lives on that shard).
+  absl::Status first_failure;
   for (const absl::Status& s : statuses) {
     if (s.ok()) continue;
     if (first.ok()) first = s;
+    if (first_failure.ok() && !(not_found_is_no_answer && absl::IsNotFound(s))) first_failure = s;
     if (not_found_is_no_answer && absl::IsNotFound(s)) {
       if (answered == 0) messages.push_back(std::string(s.message()));
       continue;
@@ -130,7 +134,8 @@ absl::Status SortOutFailures(const std::vector<absl::Status>& statuses, size_t a
   err.flush();
   if (answered > 0) return absl::OkStatus();
   if (messages.size() == 1) return first;
-  return absl::Status(first.code(), absl::StrJoin(messages, "; "));
+  const absl::Status& code_of = first_failure.ok() ? first : first_failure;
+  return absl::Status(code_of.code(), absl::StrJoin(messages, "; "));
 }
 
 }  // namespace ringside::daemon::ctl

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,8 +19,8 @@
 #include "analysis/incidents.h"
 #include "daemon/ctl/fleet.h"
 #include "daemon/ctl/fleet_merge.h"
-#include "tests/testing/eventually.h"
 #include "tests/daemon/ctl/fake_query_service.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -30,8 +31,8 @@ using testing::RunResult;
 
 std::string Ringside() { return testing::BinaryPath("daemon/ringside"); }
 
-using testing::Eventually;
 using testing::CountOf;
+using testing::Eventually;
 
 v1::Incident ShardIncident(uint64_t id, const std::string& kind, const std::string& node,
                            absl::Time opened, bool open) {
@@ -211,7 +212,7 @@ TEST_F(FleetCliTest, StatusLinksNodeStragglersMerge) {
   EXPECT_TRUE(absl::StrContains(
       r.out, "Open incidents:  4: job_slowdown 1, link_down 1, pause_storm 1, straggler 1"))
       << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "(aggregators " + a_->address())) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "(aggregators " + a_->address())) << r.out << r.err;
 
   r = Cli({"links", "-o", "json"}, All());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -344,6 +345,28 @@ TEST_F(FleetCliTest, WatchWithOneAggregatorDownWarnsAndWatchesTheOthers) {
       << watch.Stderr();
   watch.Signal(SIGTERM);
   EXPECT_EQ(watch.Wait(absl::Seconds(10)), 0) << watch.Stderr();
+}
+
+// NOT_FOUND from the shards that don't hold a node, and another error from one that could not be
+// asked: the caller sees that error's code (and every message), not "nobody has heard of it".
+TEST(FleetFailuresTest, AnAggregatorNotAskedIsNotANotFound) {
+  std::ostringstream err;
+  absl::Status s = ctl::SortOutFailures(
+      {absl::NotFoundError("no node n1"), absl::UnavailableError("127.0.0.1:9: connection refused"),
+       absl::NotFoundError("no node n1")},
+      0, /*not_found_is_no_answer=*/true, err);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_EQ(s.message(), "no node n1; 127.0.0.1:9: connection refused; no node n1");
+  EXPECT_EQ(err.str(), "");
+  s = ctl::SortOutFailures({absl::NotFoundError("no node n1"), absl::NotFoundError("no node n1")},
+                           0,
+                           /*not_found_is_no_answer=*/true, err);
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  // Without the NOT_FOUND rule the first failure's code stands, as before.
+  s = ctl::SortOutFailures({absl::NotFoundError("a"), absl::UnavailableError("b")}, 0,
+                           /*not_found_is_no_answer=*/false, err);
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_EQ(s.message(), "a; b");
 }
 
 TEST(AggregatorTargetsTest, ListsRepeatsAndNames) {
