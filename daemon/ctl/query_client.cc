@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_retry.h"
 #include "daemon/ctl/fleet.h"
 #include "daemon/ctl/relative_time.h"
 #include "grpcpp/create_channel.h"
@@ -144,12 +145,16 @@ absl::Status QueryClient::Explain(const grpc::Status& status) const {
 
 namespace {
 
+// How long a second try of a call that could not connect waits for the channel to connect: past
+// its first reconnect (GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200 ms ± 20 %), with room for it.
+// Every call here only reads (daemon/common/grpc_retry.h).
+constexpr absl::Duration kReconnectWait = absl::Milliseconds(500);
+
 template <typename Resp, typename Call>
 absl::StatusOr<Resp> Unary(const QueryClient& client, Call call) {
-  grpc::ClientContext ctx;
-  client.SetDeadline(ctx);
   Resp resp;
-  grpc::Status s = call(&ctx, &resp);
+  grpc::Status s = CallWithReconnect(absl::Now() + client.options().timeout, kReconnectWait,
+                                     [&](grpc::ClientContext* ctx) { return call(ctx, &resp); });
   if (!s.ok()) return client.Explain(s);
   return resp;
 }
