@@ -4,12 +4,10 @@
 #include "daemon/common/grpc_retry.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -19,26 +17,11 @@
 #include "grpcpp/server_builder.h"
 #include "ringside/v1/query.grpc.pb.h"
 #include "tests/daemon/ctl/fake_query_service.h"
+#include "tests/testing/port_reservation.h"
+#include "tests/testing/temp_dir.h"
 
 namespace ringside::daemon {
 namespace {
-
-// A loopback port nothing listens on (bound, then closed; never connected, so no TIME_WAIT).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::unique_ptr<v1::Query::Stub> StubFor(int port) {
   grpc::ChannelArguments args;
@@ -49,22 +32,20 @@ std::unique_ptr<v1::Query::Stub> StubFor(int port) {
 
 class GrpcRetryTest : public ::testing::Test {
  protected:
-  std::unique_ptr<grpc::Server> Serve(int port) {
+  std::unique_ptr<grpc::Server> ServeOnAnyPort(int* port) {
     grpc::ServerBuilder b;
-    int bound = 0;
-    b.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(), &bound);
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
     b.RegisterService(&service_);
     std::unique_ptr<grpc::Server> s = b.BuildAndStart();
-    EXPECT_EQ(bound, port);
+    EXPECT_GT(*port, 0);
     return s;
   }
   testing::FakeQueryService service_{testing::CannedCluster(absl::Now())};
 };
 
 TEST_F(GrpcRetryTest, AServerThatIsUpAnswersTheFirstTry) {
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
-  std::unique_ptr<grpc::Server> server = Serve(port);
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = ServeOnAnyPort(&port);
   std::unique_ptr<v1::Query::Stub> stub = StubFor(port);
   int tries = 0;
   v1::ClusterStatus resp;
@@ -80,27 +61,37 @@ TEST_F(GrpcRetryTest, AServerThatIsUpAnswersTheFirstTry) {
 }
 
 TEST_F(GrpcRetryTest, AServerThatComesUpBeforeTheReconnectAnswersTheSecondTry) {
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
-  std::unique_ptr<v1::Query::Stub> stub = StubFor(port);
+  // A Unix socket that is not there yet: no port another test could be handed meanwhile.
+  testing::TempDir dir;
+  const std::string target = absl::StrCat("unix:", dir.path(), "/query.sock");
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  std::unique_ptr<v1::Query::Stub> stub = v1::Query::NewStub(
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
   std::unique_ptr<grpc::Server> server;
   std::atomic<bool> up{false};
   int tries = 0;
+  grpc::Status first;
   v1::ClusterStatus resp;
   std::thread starter;
-  grpc::Status s = CallWithReconnect(absl::Now() + absl::Seconds(10), absl::Seconds(5),
-                                     [&](grpc::ClientContext* ctx) {
-                                       if (++tries == 2) {
-                                         // The first try was refused; the server starts while the
-                                         // second waits to connect.
-                                         starter = std::thread([&] {
-                                           server = Serve(port);
-                                           up = true;
-                                         });
-                                       }
-                                       return stub->GetStatus(ctx, v1::GetStatusRequest(), &resp);
-                                     });
+  grpc::Status s = CallWithReconnect(
+      absl::Now() + absl::Seconds(10), absl::Seconds(5), [&](grpc::ClientContext* ctx) {
+        if (++tries == 2) {
+          // The first try could not connect; the server starts while the second waits.
+          starter = std::thread([&] {
+            grpc::ServerBuilder b;
+            b.AddListeningPort(target, grpc::InsecureServerCredentials());
+            b.RegisterService(&service_);
+            server = b.BuildAndStart();
+            up = server != nullptr;
+          });
+        }
+        grpc::Status st = stub->GetStatus(ctx, v1::GetStatusRequest(), &resp);
+        if (tries == 1) first = st;
+        return st;
+      });
   if (starter.joinable()) starter.join();
+  EXPECT_EQ(first.error_code(), grpc::StatusCode::UNAVAILABLE) << first.error_message();
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(tries, 2);
   EXPECT_TRUE(up);
@@ -109,7 +100,8 @@ TEST_F(GrpcRetryTest, AServerThatComesUpBeforeTheReconnectAnswersTheSecondTry) {
 }
 
 TEST_F(GrpcRetryTest, AServerThatStaysDownIsReportedByItsFirstErrorAfterTheWait) {
-  const int port = FreePort();
+  testing::PortReservation reserved;  // bound, not listening: every connect is refused
+  const int port = reserved.port();
   ASSERT_GT(port, 0);
   std::unique_ptr<v1::Query::Stub> stub = StubFor(port);
   int tries = 0;
@@ -129,9 +121,8 @@ TEST_F(GrpcRetryTest, AServerThatStaysDownIsReportedByItsFirstErrorAfterTheWait)
 }
 
 TEST_F(GrpcRetryTest, AnAnswerThatIsNotUnavailableIsNotSentAgain) {
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
-  std::unique_ptr<grpc::Server> server = Serve(port);
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = ServeOnAnyPort(&port);
   std::unique_ptr<v1::Query::Stub> stub = StubFor(port);
   int tries = 0;
   v1::NodeStatus resp;

@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/aggregator/alerts/http_receiver.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/port_reservation.h"
 #include "tests/testing/process.h"
 
 namespace ringside::testing {
@@ -35,40 +36,6 @@ inline int FreePort() {
   r.Stop();
   return port;
 }
-
-// A TCP port on 127.0.0.1 held bound (not listening) until Release(): connections to it are
-// refused, as to a receiver that is down, and no bind to port 0 (an aggregator's own gRPC or HTTP
-// listener) is handed it meanwhile. FreePort() gives no such guarantee: a port closed for 30 s
-// was once handed to the aggregator's gRPC listener, and its webhook POSTs went to itself.
-class PortReservation {
- public:
-  PortReservation() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      Release();
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
-  }
-  ~PortReservation() { Release(); }
-  PortReservation(const PortReservation&) = delete;
-  PortReservation& operator=(const PortReservation&) = delete;
-
-  int port() const { return port_; }  // 0: no port could be bound
-  void Release() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 inline std::optional<std::string> Get(int port, const std::string& path) {
   ::ringside::daemon::HttpClientRequest req;
