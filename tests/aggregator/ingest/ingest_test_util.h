@@ -28,7 +28,9 @@
 
 namespace ringside::testing {
 
-// One raw stream to an aggregator on 127.0.0.1:`port`.
+// One raw stream to an aggregator on 127.0.0.1:`port`. It waits for its channel to connect
+// (wait_for_ready): Debian 12's gRPC 1.51 fails about one loopback connect in 500 for nothing
+// (docs/reliability.md), and a fail-fast stream would end UNAVAILABLE before it began.
 class RawAgent {
  public:
   RawAgent(int port, absl::Duration deadline = absl::Seconds(20))
@@ -36,6 +38,7 @@ class RawAgent {
                                      grpc::InsecureChannelCredentials())),
         stub_(v1::Ingest::NewStub(channel_)) {
     ctx_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    ctx_.set_wait_for_ready(true);
     stream_ = stub_->Stream(&ctx_);
   }
   ~RawAgent() {
@@ -102,6 +105,7 @@ inline grpc::Status SendRawFrames(int port, const std::vector<std::string>& fram
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  ctx.set_wait_for_ready(true);  // as RawAgent's
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
       stub.PrepareCall(&ctx, "/ringside.v1.Ingest/Stream", &cq);
   void* tag = nullptr;
