@@ -214,6 +214,19 @@ double FaultAgent::Upload(const std::string& family,
   return s.size() == 1 ? s[0].value : -1;
 }
 
+std::vector<double> FaultAgent::UploadSnapshot(
+    const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& wanted) {
+  const auto scrape = ParsePromText(HttpGet(metrics_port_, "/metrics"));
+  std::vector<double> out;
+  for (const auto& [family, labels] : wanted) {
+    std::map<std::string, std::string> want = labels;
+    want["node"] = node_;
+    std::vector<PromSample> s = scrape.Find(family, want);
+    out.push_back(s.size() == 1 ? s[0].value : -1);
+  }
+  return out;
+}
+
 bool FaultAgent::WaitAllAcked(absl::Duration timeout,
                               const std::map<std::string, std::string>& labels) {
   // Sample batches follow every 100 ms: once one sent after now is acked, so is all before it.

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -69,6 +70,9 @@ class FaultAgent {
 
   // One ringside_agent_upload_* value of this node (labels beyond node, e.g. type), or -1.
   double Upload(const std::string& family, const std::map<std::string, std::string>& labels = {});
+  // Several such values from one scrape, in the order asked (-1 for each not found).
+  std::vector<double> UploadSnapshot(
+      const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& wanted);
   // Waits until the aggregator acknowledged every sequenced message the agent has sent so far,
   // including one sent after this call began (so everything enqueued before it is covered).
   // `labels` pick one uploader of an agent with several ({{"aggregator", "127.0.0.1:port"}}).
