@@ -527,13 +527,15 @@ TEST_F(StorageFaultTest, AgentCutOffLongerThanItsBuffer) {
   EXPECT_EQ(testing::QueryNodeCount(ports.grpc), 2);
   // The agent holds no more than its buffer and counts what it let go.
   EXPECT_LE(a.Upload("ringside_agent_upload_buffer_bytes"), static_cast<double>(kBuffer));
-  // What was dropped and what is pending, from one scrape once they have stopped moving (two
-  // scrapes 300 ms apart agree): read from two scrapes, or while the agent still batched the last
-  // frames, the bound below was short by one frame (256 records) once on a loaded CI machine.
+  // What was dropped and what is pending, from one scrape once they and the collectives messages
+  // put in the buffer have stopped moving (two scrapes 300 ms apart agree): read from two scrapes,
+  // or while the agent still pushed its last frames, the bound below was short by one frame (256
+  // records) once on a loaded CI machine.
   auto fates = [&] {
     return a.UploadSnapshot(
         {{"ringside_agent_upload_dropped_records_total", {{"type", "collectives"}}},
-         {"ringside_agent_upload_drop_pending_records", {{"type", "collectives"}}}});
+         {"ringside_agent_upload_drop_pending_records", {{"type", "collectives"}}},
+         {"ringside_agent_upload_messages_enqueued_total", {{"type", "collectives"}}}});
   };
   std::vector<double> fate = fates();
   bool settled = false;
