@@ -222,7 +222,20 @@ TEST_F(EthtoolDirDetectTest, PauseStormOnANetdevWithoutAnRdmaDeviceNamesItsOrigi
   });
   const json list = Incidents();
   ASSERT_TRUE(raised) << list.dump(1) << "\n" << Logs();
-  std::vector<json> storms = OfKind(list, "pause_storm");
+  // One open storm. A victim's storm seen before the origin's agent reported opens with its origin
+  // unknown and is merged into the origin's once that reports (detection.md): on a loaded CI
+  // machine node-04's samples once came 3 s after node-05's. Such a storm must be resolved into
+  // node-04's.
+  std::vector<json> storms;
+  for (const json& s : OfKind(list, "pause_storm")) {
+    if (s["resolved"].is_null()) {
+      storms.push_back(s);
+    } else {
+      EXPECT_TRUE(
+          absl::StrContains(s.value("resolution", ""), "part of the storm sent by node-04 eth2"))
+          << s.dump(1);
+    }
+  }
   ASSERT_EQ(storms.size(), 1u) << list.dump(1);
   const json& st = storms[0];
   EXPECT_EQ(st["entity"].value("node", ""), "node-04") << st.dump(1);
