@@ -98,10 +98,6 @@ absl::StatusOr<std::unique_ptr<QueryClient>> QueryClient::Connect(
   return std::unique_ptr<QueryClient>(new QueryClient(options, std::move(channel)));
 }
 
-void QueryClient::SetDeadline(grpc::ClientContext& ctx) const {
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-}
-
 absl::Status QueryClient::Explain(const grpc::Status& status) const {
   const std::string& where = options_.target;
   std::string msg = status.error_message();

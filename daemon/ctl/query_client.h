@@ -62,8 +62,6 @@ class QueryClient {
 
   v1::Query::Stub& stub() { return *stub_; }
   const ConnectionOptions& options() const { return options_; }
-  // A context with this client's deadline.
-  void SetDeadline(grpc::ClientContext& ctx) const;
 
   // `status` of a call as an absl::Status whose message says what went wrong and where:
   // "cannot reach aggregator at HOST:PORT: ..." for UNAVAILABLE and DEADLINE_EXCEEDED.
